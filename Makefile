@@ -1,0 +1,114 @@
+# ebb — build, test and benchmark. `make test` and `make bench` install what they need
+# on Debian/Ubuntu (tests/deps.sh) before doing anything else.
+CC      ?= cc
+CXX     ?= c++
+PREFIX  ?= /usr/local
+DESTDIR ?=
+B       := build
+
+WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
+CFLAGS_LIB := -std=gnu11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -fno-builtin-malloc \
+              -ftls-model=initial-exec -pthread $(WARN) -Iinclude -Iallocator
+LIB_SRC := $(wildcard allocator/*.c allocator/*.h include/ebb.h)
+
+.PHONY: all debug valgrind test bench bench-quick install clean deps-test deps-bench \
+        test-unit test-integration test-stress test-dropin test-valgrind test-bench-smoke
+
+all: $(B)/libebb.so $(B)/libebb.a
+
+# One translation unit (allocator/static.c includes every source, as mimalloc does),
+# built three ways: release, debug (assertions + validators), valgrind (client requests).
+$(B)/obj/ebb.o: $(LIB_SRC) | $(B)/obj
+	$(CC) $(CFLAGS_LIB) -DEBB_DEBUG=0 -c allocator/static.c -o $@
+$(B)/debug/ebb.o: $(LIB_SRC) | $(B)/debug
+	$(CC) $(CFLAGS_LIB) -O1 -DEBB_DEBUG=2 -c allocator/static.c -o $@
+$(B)/vg/ebb.o: $(LIB_SRC) | $(B)/vg
+	$(CC) $(CFLAGS_LIB) -DEBB_DEBUG=1 -DEBB_VALGRIND=1 -c allocator/static.c -o $@
+
+$(B)/libebb.so: $(B)/obj/ebb.o
+	$(CC) -shared -Wl,-soname,libebb.so.0 -Wl,-z,nodelete -pthread -o $@ $<
+	ln -sf libebb.so $(B)/libebb.so.0
+$(B)/libebb.a: $(B)/obj/ebb.o
+	rm -f $@ && ar rcs $@ $<
+$(B)/debug/libebb.so: $(B)/debug/ebb.o
+	$(CC) -shared -Wl,-soname,libebb.so.0 -pthread -o $@ $<
+$(B)/debug/libebb.a: $(B)/debug/ebb.o
+	rm -f $@ && ar rcs $@ $<
+$(B)/vg/libebb.a: $(B)/vg/ebb.o
+	rm -f $@ && ar rcs $@ $<
+
+debug: $(B)/debug/libebb.so $(B)/debug/libebb.a
+valgrind: $(B)/vg/libebb.a
+
+$(B)/obj $(B)/debug $(B)/vg $(B)/tests:
+	mkdir -p $@
+
+# ---------------------------------------------------------------- tests
+TCFLAGS := -std=gnu11 -D_GNU_SOURCE -O1 -g -pthread $(WARN) -Iinclude -Iallocator -Itests
+TLIBS   := -lcriterion -pthread
+
+# unit: the allocator's internals, linked against a fake OS layer (tests/unit/fake_os.c)
+# and built without the standard names, so Criterion itself keeps glibc's malloc.
+UNIT_SRC := $(wildcard tests/unit/*.c)
+$(B)/tests/unit: $(UNIT_SRC) $(LIB_SRC) | $(B)/tests
+	$(CC) $(TCFLAGS) -DEBB_DEBUG=2 -DEBB_NO_OVERRIDE -DEBB_FAKE_OS $(UNIT_SRC) allocator/static.c -o $@ $(TLIBS)
+
+# integration: the public contract, through the shared library (the whole test
+# process, Criterion included, runs on ebb).
+INT_SRC := $(wildcard tests/integration/*.c)
+$(B)/tests/integration: $(INT_SRC) $(B)/libebb.so | $(B)/tests
+	$(CC) $(TCFLAGS) $(INT_SRC) -o $@ -L$(B) -lebb -Wl,-rpath,'$$ORIGIN/..' $(TLIBS)
+
+# stress: threads, churn, fork; release and debug builds of the allocator.
+STRESS_SRC := $(wildcard tests/stress/*.c)
+$(B)/tests/stress: $(STRESS_SRC) $(B)/libebb.a | $(B)/tests
+	$(CC) $(TCFLAGS) $(STRESS_SRC) $(B)/libebb.a -o $@ $(TLIBS)
+$(B)/tests/stress-debug: $(STRESS_SRC) $(B)/debug/libebb.a | $(B)/tests
+	$(CC) $(TCFLAGS) $(STRESS_SRC) $(B)/debug/libebb.a -o $@ $(TLIBS)
+
+# valgrind: the ebb_* API tests, with ebb built to emit memcheck client requests.
+VG_SRC := tests/integration/test_api.c
+$(B)/tests/api-vg: $(VG_SRC) $(B)/vg/libebb.a | $(B)/tests
+	$(CC) $(TCFLAGS) -DEBB_API_ONLY $(VG_SRC) $(B)/vg/libebb.a -o $@ $(TLIBS)
+
+CRIT := --jobs=2
+
+deps-test:
+	@tests/deps.sh test
+deps-bench:
+	@tests/deps.sh bench
+
+test-unit: $(B)/tests/unit
+	$(B)/tests/unit $(CRIT)
+test-integration: $(B)/tests/integration all
+	$(B)/tests/integration $(CRIT)
+test-stress: $(B)/tests/stress $(B)/tests/stress-debug
+	$(B)/tests/stress --jobs=1
+	EBB_STRESS_SCALE=4 $(B)/tests/stress-debug --jobs=1
+test-valgrind: $(B)/tests/api-vg
+	valgrind -q --error-exitcode=1 --trace-children=no $(B)/tests/api-vg --jobs=1 --no-early-exit
+test-bench-smoke: all
+	$(MAKE) -C bench smoke
+
+test: deps-test
+	$(MAKE) all debug valgrind
+	$(MAKE) test-unit test-integration test-stress test-valgrind test-bench-smoke
+
+# ---------------------------------------------------------------- bench
+bench: deps-bench all
+	$(MAKE) -C bench run
+bench-quick: deps-bench all
+	$(MAKE) -C bench quick
+
+# ---------------------------------------------------------------- install
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(B)/libebb.so $(DESTDIR)$(PREFIX)/lib/libebb.so.0
+	ln -sf libebb.so.0 $(DESTDIR)$(PREFIX)/lib/libebb.so
+	install -m 644 $(B)/libebb.a $(DESTDIR)$(PREFIX)/lib/libebb.a
+	install -m 644 include/ebb.h $(DESTDIR)$(PREFIX)/include/ebb.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' allocator/ebb.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ebb.pc
+
+clean:
+	rm -rf $(B)
+	-$(MAKE) -C bench clean

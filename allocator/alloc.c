@@ -1,0 +1,288 @@
+/* alloc.c — owns the ebb_* API: the malloc family's contracts (sizes, errno,
+ * alignment, realloc), pointer validation on free, first-class arenas.
+ * May call: arena, huge, registry, page. Must never: trust a pointer before the
+ * registry and the page agree it is the start of a live block. */
+#include "ebb.h"
+#include "arena.h"
+#include "huge.h"
+#include "registry.h"
+#include <errno.h>
+#include <string.h>
+
+#define MAX_REQUEST ((size_t)PTRDIFF_MAX - CHUNK_SIZE)
+
+static void *fail_nomem(void) {
+  errno = ENOMEM;
+  return NULL;
+}
+
+/* ------------------------------------------------------------ lookup */
+
+typedef struct {
+  chunk_t *chunk; /* NULL for a large block */
+  page_t *page;
+  huge_t *huge;
+} owner_t;
+
+/* Finds the block p starts, or dies with "invalid pointer" naming func. */
+EBB_INLINE owner_t lookup(const void *p, const char *func) {
+  void *h = registry_get(p);
+  chunk_t *c = chunk_of(p);
+  if (likely(h == c && h)) {
+    page_t *pg = chunk_page_of(c, p);
+    EBB_CHECK(pg->cls < NCLASSES && page_block_index(pg, p) != UINT32_MAX, func, "invalid pointer", p);
+    return (owner_t){c, pg, NULL};
+  }
+  EBB_CHECK(h && ((huge_t *)h)->kind == HDR_HUGE && ((huge_t *)h)->user == p, func, "invalid pointer", p);
+  return (owner_t){NULL, NULL, h};
+}
+
+EBB_INLINE size_t usable_of(owner_t o) { return o.chunk ? o.page->block_size : huge_usable(o.huge); }
+
+EBB_INLINE bool block_parked(const page_t *pg, const void *p) {
+  return (page_block_granules(pg, page_block_index(pg, p)) & pg->purged) != 0;
+}
+
+/* Dies if b, a valid block start, is already free. A cookie match is checked
+ * against the lists when this thread owns them, so user data that happens to
+ * equal the cookie is no false alarm; another thread's lists cannot be walked,
+ * and there the 64-bit per-process key makes a chance match negligible. */
+EBB_INLINE void check_not_free(owner_t o, block_t *b, bool local, const char *func) {
+  if (unlikely(o.page->purged != 0) && block_parked(o.page, b)) ebb_fatal(func, "double free", b);
+  track_open(b, sizeof *b);
+  bool cookie = b->cookie == page_cookie(b);
+  if (unlikely(cookie) && (!local || page_holds_free(o.page, b))) ebb_fatal(func, "double free", b);
+}
+
+/* ------------------------------------------------------------ large blocks */
+
+static void huge_link(arena_t *a, huge_t *h) {
+  h->arena = a;
+  if (!a) return;
+  spin_lock(&a->lock);
+  h->prev = NULL;
+  h->next = a->huge;
+  if (a->huge) a->huge->prev = h;
+  a->huge = h;
+  spin_unlock(&a->lock);
+}
+
+static void huge_unlink(huge_t *h) {
+  arena_t *a = h->arena;
+  if (!a) return;
+  spin_lock(&a->lock);
+  if (h->prev) h->prev->next = h->next;
+  else a->huge = h->next;
+  if (h->next) h->next->prev = h->prev;
+  spin_unlock(&a->lock);
+}
+
+static void *huge_alloc(arena_t *first_class, size_t size, size_t align) {
+  huge_t *h = huge_new(size, align);
+  if (!h) return fail_nomem();
+  huge_link(first_class, h);
+  track_malloc(h->user, size, true);
+  return h->user;
+}
+
+static void huge_free(huge_t *h) {
+  track_free(h->user);
+  huge_unlink(h);
+  huge_delete(h);
+}
+
+/* ------------------------------------------------------------ malloc / free */
+
+static EBB_NOINLINE void *malloc_slow(arena_t *a, size_t size) {
+  if (size > CLASS_MAX_SIZE) return size > MAX_REQUEST ? fail_nomem() : huge_alloc(NULL, size, MIN_ALIGN);
+  if (!a && !(a = arena_for_thread())) return fail_nomem();
+  void *p = arena_malloc(a, size);
+  return p ? p : fail_nomem();
+}
+
+EBB_EXPORT void *ebb_malloc(size_t size) {
+  arena_t *a = arena_tls;
+  if (likely(a != NULL && size <= CLASS_MAX_SIZE)) {
+    void *p = arena_malloc(a, size);
+    if (likely(p != NULL)) return p;
+  }
+  return malloc_slow(a, size);
+}
+
+static void free_block(void *p, const char *func) {
+  owner_t o = lookup(p, func);
+  if (unlikely(!o.chunk)) {
+    huge_free(o.huge);
+    return;
+  }
+  arena_t *a = arena_tls;
+  bool local = o.chunk->arena == a;
+  check_not_free(o, p, local, func);
+  if (likely(local)) arena_free_local(a, o.page, p);
+  else arena_free_remote(o.chunk->arena, o.page, p);
+}
+
+EBB_EXPORT void ebb_free(void *p) {
+  if (likely(p != NULL)) free_block(p, "free");
+}
+
+EBB_EXPORT void ebb_free_sized(void *p, size_t size) {
+  (void)size;
+  ebb_free(p);
+}
+
+EBB_EXPORT void ebb_free_aligned_sized(void *p, size_t alignment, size_t size) {
+  (void)alignment;
+  (void)size;
+  ebb_free(p);
+}
+
+EBB_EXPORT size_t ebb_malloc_usable_size(const void *p) {
+  return p ? usable_of(lookup(p, "malloc_usable_size")) : 0;
+}
+
+EBB_EXPORT int ebb_owns(const void *p) {
+  void *h = p ? registry_get(p) : NULL;
+  if (!h) return 0;
+  chunk_t *c = chunk_of(p);
+  if (h != c) return ((huge_t *)h)->kind == HDR_HUGE && ((huge_t *)h)->user == p;
+  page_t *pg = chunk_page_of(c, p);
+  if (pg->cls >= NCLASSES || page_block_index(pg, p) == UINT32_MAX || block_parked(pg, p)) return 0;
+  const block_t *b = p;
+  track_open((void *)b, sizeof *b);
+  bool cookie = b->cookie == page_cookie(b);
+  track_close((void *)b, sizeof *b);
+  if (!cookie) return 1;
+  return c->arena == arena_tls && !page_holds_free(pg, b);
+}
+
+static void *alloc_in(arena_t *a, size_t size, bool first_class) {
+  if (!first_class) return ebb_malloc(size);
+  if (size > CLASS_MAX_SIZE) return size > MAX_REQUEST ? fail_nomem() : huge_alloc(a, size, MIN_ALIGN);
+  void *p = arena_malloc(a, size);
+  return p ? p : fail_nomem();
+}
+
+static void *calloc_in(arena_t *a, size_t n, size_t size, bool first_class) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) return fail_nomem();
+  void *p = alloc_in(a, total, first_class);
+  if (p && total <= CLASS_MAX_SIZE) memset(p, 0, total); /* large blocks are fresh mappings */
+  return p;
+}
+
+EBB_EXPORT void *ebb_calloc(size_t n, size_t size) { return calloc_in(NULL, n, size, false); }
+
+/* Large blocks are resized by the kernel; small ones stay put while the new
+ * size still fits and wastes no more than half the block. */
+static void *realloc_in(arena_t *a, void *p, size_t size, bool first_class) {
+  if (!p) return alloc_in(a, size, first_class);
+  owner_t o = lookup(p, "realloc");
+  if (o.chunk) check_not_free(o, p, o.chunk->arena == arena_tls, "realloc");
+  if (size == 0) {
+    free_block(p, "realloc");
+    return NULL;
+  }
+  size_t old = usable_of(o);
+  if (o.chunk && size <= old && size >= old / 2) return p;
+  if (!o.chunk && size > CLASS_MAX_SIZE && size <= MAX_REQUEST) {
+    arena_t *owner = o.huge->arena;
+    huge_unlink(o.huge);
+    huge_t *h = huge_resize(o.huge, size);
+    huge_link(owner, h ? h : o.huge);
+    if (h) {
+      track_free(p);
+      track_malloc(h->user, size, false);
+      return h->user;
+    }
+  }
+  void *q = alloc_in(first_class ? a : NULL, size, first_class);
+  if (!q) return NULL;
+  memcpy(q, p, old < size ? old : size);
+  free_block(p, "realloc");
+  return q;
+}
+
+EBB_EXPORT void *ebb_realloc(void *p, size_t size) { return realloc_in(NULL, p, size, false); }
+
+EBB_EXPORT void *ebb_reallocarray(void *p, size_t n, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) return fail_nomem();
+  return ebb_realloc(p, total);
+}
+
+/* ------------------------------------------------------------ aligned */
+
+/* Blocks of a class whose size is a multiple of align start at multiples of
+ * align (pages start on unit boundaries), so such a class serves the request. */
+static void *aligned_alloc_core(size_t align, size_t size) {
+  if (align <= MIN_ALIGN) return ebb_malloc(size);
+  if (size > MAX_REQUEST) return fail_nomem();
+  if (align <= MAX_IN_CHUNK_ALIGN && size <= CLASS_MAX_SIZE) {
+    arena_t *a = arena_for_thread();
+    if (!a) return fail_nomem();
+    for (unsigned c = size_class(size ? size : 1); c < NCLASSES; c++)
+      if (class_size_of(c) % align == 0) {
+        void *p = arena_malloc(a, class_size_of(c));
+        return p ? p : fail_nomem();
+      }
+  }
+  return huge_alloc(NULL, size, align);
+}
+
+static bool pow2(size_t x) { return x && !(x & (x - 1)); }
+
+EBB_EXPORT int ebb_posix_memalign(void **out, size_t alignment, size_t size) {
+  if (!pow2(alignment) || alignment % sizeof(void *)) return EINVAL;
+  int saved = errno;
+  void *p = aligned_alloc_core(alignment, size);
+  if (!p) {
+    errno = saved;
+    return ENOMEM;
+  }
+  *out = p;
+  return 0;
+}
+
+EBB_EXPORT void *ebb_aligned_alloc(size_t alignment, size_t size) {
+  if (!pow2(alignment)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return aligned_alloc_core(alignment, size);
+}
+
+EBB_EXPORT void *ebb_memalign(size_t alignment, size_t size) {
+  return alignment == 0 ? ebb_malloc(size) : ebb_aligned_alloc(alignment, size);
+}
+
+EBB_EXPORT void *ebb_valloc(size_t size) { return aligned_alloc_core(OS_PAGE, size); }
+
+EBB_EXPORT void *ebb_pvalloc(size_t size) {
+  if (size > MAX_REQUEST) return fail_nomem();
+  return aligned_alloc_core(OS_PAGE, size ? align_up(size, OS_PAGE) : OS_PAGE);
+}
+
+/* ------------------------------------------------------------ first-class arenas */
+
+EBB_EXPORT ebb_arena_t *ebb_arena_create(void) {
+  arena_t *a = arena_create_first_class();
+  if (!a) errno = ENOMEM;
+  return (ebb_arena_t *)a;
+}
+
+EBB_EXPORT void *ebb_arena_malloc(ebb_arena_t *a, size_t size) { return alloc_in((arena_t *)a, size, true); }
+
+EBB_EXPORT void *ebb_arena_calloc(ebb_arena_t *a, size_t n, size_t size) {
+  return calloc_in((arena_t *)a, n, size, true);
+}
+
+EBB_EXPORT void *ebb_arena_realloc(ebb_arena_t *a, void *p, size_t size) {
+  return realloc_in((arena_t *)a, p, size, true);
+}
+
+EBB_EXPORT void ebb_arena_destroy(ebb_arena_t *a) {
+  if (a) arena_destroy((arena_t *)a);
+}
+
+EBB_EXPORT size_t ebb_trim(void) { return arena_purge_all(true); }

@@ -1,0 +1,530 @@
+/* arena.c — owns arenas: their page queues and slow paths, thread binding,
+ * abandonment and adoption, fork handling, and applying the decay policy.
+ * May call: chunk, page, decay, huge, os, and pthread (key, atfork, create) only
+ * with no lock held (those may call malloc back). Must never: take a lock on
+ * the fast paths, or touch another live thread's pages (only its chunks' unit
+ * bitmaps, under its lock). */
+#include "arena.h"
+#include "huge.h"
+#include "os.h"
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
+__thread arena_t *arena_tls __attribute__((tls_model("initial-exec")));
+page_t page_empty;
+
+static _Atomic(arena_t *) arenas_all;   /* every arena ever made */
+static atomic_size_t dirty_total;       /* sum of arenas' dirty bytes, for the cap */
+static atomic_size_t active_total;      /* sum of arenas' active bytes, for a % cap */
+static _Atomic uint64_t last_global;    /* when the global purge last ran */
+static atomic_int init_state;           /* 0 none, 1 running, 2 done */
+static atomic_int atfork_done, bg_state;/* bg_state: 0 off, 1 starting/running */
+static pthread_key_t exit_key;
+
+void spin_lock(spinlock_t *l) {
+  while (!spin_trylock(l)) sched_yield();
+}
+
+/* ------------------------------------------------------------ page queues */
+
+static void queue_remove(arena_t *a, page_t *pg) {
+  pqueue_t *q = &a->queues[pg->cls];
+  if (pg->prev) pg->prev->next = pg->next;
+  else q->first = pg->next;
+  if (pg->next) pg->next->prev = pg->prev;
+  else q->last = pg->prev;
+  pg->next = pg->prev = NULL;
+  if (a->direct[pg->cls] == pg) a->direct[pg->cls] = &page_empty;
+}
+
+static void queue_push_front(arena_t *a, page_t *pg) {
+  pqueue_t *q = &a->queues[pg->cls];
+  pg->prev = NULL;
+  pg->next = q->first;
+  if (q->first) q->first->prev = pg;
+  else q->last = pg;
+  q->first = pg;
+}
+
+static void queue_push_back(arena_t *a, page_t *pg) {
+  pqueue_t *q = &a->queues[pg->cls];
+  pg->next = NULL;
+  pg->prev = q->last;
+  if (q->last) q->last->next = pg;
+  else q->first = pg;
+  q->last = pg;
+}
+
+static void page_update_slow_flag(page_t *pg) { pg->slow_free = pg->full || pg->purged; }
+
+/* Takes a page off its queue when nothing in it is free. The flag goes into
+ * xfree with one CAS, so the remote thread that next frees into the page
+ * learns it must hand the page back (mimalloc's delayed-free idea). Returns
+ * true if remote frees arrived instead and the page is usable after all. */
+static bool page_mark_full(arena_t *a, page_t *pg) {
+  if (pg->remote_pending) return page_refill(pg);
+  uintptr_t expected = 0;
+  if (!atomic_compare_exchange_strong_explicit(&pg->xfree, &expected, XFREE_FULL, memory_order_acq_rel,
+                                               memory_order_relaxed))
+    return page_refill(pg);
+  queue_remove(a, pg);
+  pg->full = 1;
+  pg->slow_free = 1;
+  return false;
+}
+
+static void page_unmark_full(arena_t *a, page_t *pg) {
+  uintptr_t expected = XFREE_FULL;
+  if (!atomic_compare_exchange_strong_explicit(&pg->xfree, &expected, 0, memory_order_acq_rel,
+                                               memory_order_relaxed))
+    pg->remote_pending = 1; /* a remote free cleared the flag and pushed the page */
+  pg->full = 0;
+  page_update_slow_flag(pg);
+  queue_push_back(a, pg);
+}
+
+/* Full pages that received remote frees come back to their queues. */
+static void arena_drain_remote(arena_t *a) {
+  if (!atomic_load_explicit(&a->remote_pages, memory_order_relaxed)) return;
+  page_t *pg = atomic_exchange_explicit(&a->remote_pages, NULL, memory_order_acquire);
+  while (pg) {
+    page_t *next = pg->remote_next;
+    pg->remote_pending = 0;
+    if (pg->full) {
+      pg->full = 0;
+      page_update_slow_flag(pg);
+      queue_push_back(a, pg);
+    }
+    pg = next;
+  }
+}
+
+/* ------------------------------------------------------------ spans */
+
+static void stat_add(_Atomic size_t *s, ptrdiff_t d) {
+  atomic_store_explicit(s, atomic_load_explicit(s, memory_order_relaxed) + (size_t)d, memory_order_relaxed);
+}
+
+static void dirty_add(arena_t *a, ptrdiff_t d) {
+  stat_add(&a->dirty, d);
+  atomic_fetch_add_explicit(&dirty_total, (size_t)d, memory_order_relaxed);
+}
+
+static page_t *take_span_locked(arena_t *a, unsigned units) {
+  for (int warm = 1; warm >= 0; warm--)
+    for (chunk_t *c = a->chunks; c; c = c->next) {
+      uint64_t dirty_before = c->dirty_units;
+      page_t *pg = chunk_take_span(c, units, warm);
+      if (pg) {
+        dirty_add(a, -(ptrdiff_t)((size_t)__builtin_popcountll(dirty_before & ~c->dirty_units) * UNIT_SIZE));
+        return pg;
+      }
+    }
+  chunk_t *c = chunk_new(a);
+  if (!c) return NULL;
+  c->next = a->chunks;
+  c->prev = NULL;
+  if (a->chunks) a->chunks->prev = c;
+  a->chunks = c;
+  stat_add(&a->mapped, (ptrdiff_t)CHUNK_SIZE);
+  return chunk_take_span(c, units, false);
+}
+
+static page_t *arena_page_new(arena_t *a, unsigned cls) {
+  unsigned units = class_info[cls].units;
+  spin_lock(&a->lock);
+  page_t *pg = take_span_locked(a, units);
+  if (pg) {
+    stat_add(&a->active, (ptrdiff_t)(units * UNIT_SIZE));
+    atomic_fetch_add_explicit(&active_total, units * UNIT_SIZE, memory_order_relaxed);
+  }
+  spin_unlock(&a->lock);
+  if (!pg) return NULL;
+  chunk_t *c = chunk_of(pg);
+  page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT));
+  pg->touched = a->now;
+  queue_push_front(a, pg);
+  return pg;
+}
+
+static size_t purge_oldest_locked(arena_t *a, uint64_t now);
+static void background_maybe_start(void);
+
+/* An empty page goes back to its chunk, dirty; the cap on dirty memory is
+ * enforced right here, so a burst of frees cannot pile up until the timer. */
+static void arena_page_retire(arena_t *a, page_t *pg) {
+  ebb_assert(pg->used == 0 && !pg->remote_pending && !pg->full);
+  queue_remove(a, pg);
+  size_t span = page_span(pg);
+  spin_lock(&a->lock);
+  uint64_t now = os_now_ms();
+  a->now = now;
+  chunk_give_span(chunk_of(pg), pg, now);
+  stat_add(&a->active, -(ptrdiff_t)span);
+  atomic_fetch_sub_explicit(&active_total, span, memory_order_relaxed);
+  dirty_add(a, (ptrdiff_t)span);
+  size_t limit = decay_dirty_limit(opt.dirty_max, atomic_load_explicit(&active_total, memory_order_relaxed));
+  while (atomic_load_explicit(&dirty_total, memory_order_relaxed) > limit && purge_oldest_locked(a, now)) {
+  }
+  if (opt.decay_ms == 0) purge_oldest_locked(a, UINT64_MAX);
+  spin_unlock(&a->lock);
+}
+
+/* ------------------------------------------------------------ malloc / free slow paths */
+
+static bool page_usable(arena_t *a, page_t *pg) { return page_refill(pg) || page_mark_full(a, pg); }
+
+void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
+  if (unlikely(--a->tick < 0)) arena_tick(a);
+  page_t *pg = a->direct[cls];
+  if (pg == &page_empty || !page_refill(pg)) {
+    arena_drain_remote(a);
+    if (pg != &page_empty && !pg->full) page_mark_full(a, pg);
+    page_t *next;
+    for (pg = a->queues[cls].first; pg; pg = next) {
+      next = pg->next; /* page_usable may take pg off the queue */
+      if (page_usable(a, pg)) break;
+    }
+    if (!pg && !(pg = arena_page_new(a, cls))) return NULL;
+    if (!pg->free && !page_refill(pg)) return NULL;
+    a->direct[cls] = pg;
+    pg->touched = a->now;
+  }
+  return arena_malloc(a, size);
+}
+
+void arena_free_local_slow(arena_t *a, page_t *pg) {
+  if (pg->full) page_unmark_full(a, pg);
+  if (pg->used == 0 && a->direct[pg->cls] != pg && !pg->remote_pending) {
+    arena_page_retire(a, pg);
+    background_maybe_start(); /* here, not in retire: it may call malloc */
+  }
+}
+
+void arena_free_remote(arena_t *owner, page_t *pg, block_t *b) {
+  track_free(b);
+  uintptr_t old = atomic_load_explicit(&pg->xfree, memory_order_relaxed);
+  do {
+    track_open(b, sizeof *b);
+    b->next = (block_t *)(old & ~XFREE_FULL);
+    b->cookie = page_cookie(b);
+    track_close(b, sizeof *b);
+  } while (!atomic_compare_exchange_weak_explicit(&pg->xfree, &old, (uintptr_t)b, memory_order_release,
+                                                  memory_order_relaxed));
+  if (old & XFREE_FULL) { /* we cleared the flag: hand the page back to its owner */
+    page_t *head = atomic_load_explicit(&owner->remote_pages, memory_order_relaxed);
+    do pg->remote_next = head;
+    while (!atomic_compare_exchange_weak_explicit(&owner->remote_pages, &head, pg, memory_order_release,
+                                                  memory_order_relaxed));
+  }
+  arena_t *mine = arena_tls;
+  if (mine && unlikely(--mine->tick < 0)) arena_tick(mine);
+}
+
+/* ------------------------------------------------------------ decay */
+
+/* Purges the units that became dirty earliest (all with the oldest stamp). */
+static size_t purge_oldest_locked(arena_t *a, uint64_t now) {
+  uint64_t oldest = 0;
+  for (chunk_t *c = a->chunks; c; c = c->next) {
+    uint64_t o = chunk_oldest_dirty(c);
+    if (o && (!oldest || o < oldest)) oldest = o;
+  }
+  if (!oldest) return 0;
+  size_t bytes = 0;
+  uint64_t cutoff = now == UINT64_MAX ? UINT64_MAX : (now < oldest ? now : oldest);
+  for (chunk_t *c = a->chunks; c; c = c->next) bytes += chunk_purge(c, cutoff, opt.purge);
+  dirty_add(a, -(ptrdiff_t)bytes);
+  stat_add(&a->purged, (ptrdiff_t)bytes);
+  return bytes;
+}
+
+/* Purges decayed free units, and unmaps empty chunks beyond a reserve of one
+ * (none for an abandoned arena). Caller holds a->lock. */
+static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, bool keep_reserve) {
+  uint64_t cutoff = force ? UINT64_MAX : (now >= (uint64_t)opt.decay_ms ? now - (uint64_t)opt.decay_ms : 0);
+  size_t bytes = 0;
+  bool reserve_kept = !keep_reserve;
+  for (chunk_t *c = a->chunks, *next; c; c = next) {
+    next = c->next;
+    bytes += chunk_purge(c, cutoff, opt.purge);
+    if (c->free_units != CHUNK_ALL_FREE || c->dirty_units) continue;
+    if (!reserve_kept) {
+      reserve_kept = true;
+      continue;
+    }
+    if (c->prev) c->prev->next = c->next;
+    else a->chunks = c->next;
+    if (c->next) c->next->prev = c->prev;
+    chunk_delete(c);
+    stat_add(&a->mapped, -(ptrdiff_t)CHUNK_SIZE);
+  }
+  dirty_add(a, -(ptrdiff_t)bytes);
+  stat_add(&a->purged, (ptrdiff_t)bytes);
+  return bytes;
+}
+
+/* One page's share of the pass: hand empty pages back, purge the free
+ * granules of pages nobody has allocated from for the decay time. */
+static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool owner_idle) {
+  page_collect(pg);
+  bool is_direct = a->direct[pg->cls] == pg;
+  bool idle = force || (decay_page_idle(pg->touched, now, (uint64_t)opt.decay_ms) && (!is_direct || owner_idle));
+  if (pg->used == 0 && !pg->remote_pending && (!is_direct || idle)) {
+    arena_page_retire(a, pg);
+    return 0;
+  }
+  if (!idle || pg->used == pg->purge_used) return 0;
+  pg->purge_used = pg->used;
+  size_t bytes = page_purge_free(pg, opt.purge);
+  stat_add(&a->purged, (ptrdiff_t)bytes);
+  return bytes;
+}
+
+size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force) {
+  size_t bytes = 0;
+  if (exclusive) {
+    arena_drain_remote(a);
+    bool owner_idle = atomic_load_explicit(&a->state, memory_order_relaxed) != ARENA_OWNED ||
+                      a != arena_tls;
+    unsigned budget = force ? UINT32_MAX : PASS_PAGES;
+    for (unsigned k = 0; k < NCLASSES && budget; k++) {
+      unsigned cls = (a->scan_cls + k) % NCLASSES;
+      for (page_t *pg = a->queues[cls].first, *next; pg && budget; pg = next, budget--) {
+        next = pg->next;
+        bytes += decay_page(a, pg, now, force, owner_idle);
+      }
+      if (!budget) a->scan_cls = cls;
+    }
+  }
+  spin_lock(&a->lock);
+  int st = atomic_load_explicit(&a->state, memory_order_relaxed);
+  bytes += arena_decay_units_locked(a, now, force, st == ARENA_OWNED || st == ARENA_FIRST_CLASS);
+  spin_unlock(&a->lock);
+  a->last_decay = now;
+  return bytes;
+}
+
+/* Purges every arena: abandoned ones wholly (their pages too), live ones
+ * only in their free units (their pages belong to their threads). */
+static size_t global_purge(uint64_t now, arena_t *self, bool force) {
+  size_t bytes = 0;
+  for (arena_t *a = atomic_load_explicit(&arenas_all, memory_order_acquire); a; a = a->all_next) {
+    if (a == self) continue;
+    int st = ARENA_ABANDONED;
+    if (atomic_compare_exchange_strong(&a->state, &st, ARENA_PURGING)) {
+      bytes += arena_decay(a, now, true, force);
+      atomic_store(&a->state, ARENA_ABANDONED);
+    } else if (st == ARENA_OWNED || st == ARENA_FIRST_CLASS || st == ARENA_ORPHANED) {
+      if (!force && !spin_trylock(&a->lock)) continue;
+      if (force) spin_lock(&a->lock);
+      bytes += arena_decay_units_locked(a, now, force, true);
+      spin_unlock(&a->lock);
+    }
+  }
+  return bytes;
+}
+
+void arena_tick(arena_t *a) {
+  a->tick = TICK_FREES;
+  uint64_t now = os_now_ms();
+  a->now = now;
+  if (now - a->last_decay >= GLOBAL_CHECK_MS) arena_decay(a, now, true, false);
+  uint64_t last = atomic_load_explicit(&last_global, memory_order_relaxed);
+  if (now - last >= GLOBAL_CHECK_MS &&
+      atomic_compare_exchange_strong_explicit(&last_global, &last, now, memory_order_relaxed,
+                                              memory_order_relaxed))
+    global_purge(now, a, false);
+  background_maybe_start();
+}
+
+size_t arena_purge_all(bool force) {
+  uint64_t now = os_now_ms();
+  arena_t *self = arena_tls;
+  size_t bytes = self ? arena_decay(self, now, true, force) : 0;
+  return bytes + global_purge(now, self, force);
+}
+
+/* ------------------------------------------------------------ background thread */
+
+static void *background_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    uint64_t period = (uint64_t)opt.decay_ms / 4;
+    if (period < 10) period = 10;
+    if (period > 100) period = 100;
+    struct timespec ts = {.tv_sec = (time_t)(period / 1000), .tv_nsec = (long)(period % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    uint64_t now = os_now_ms();
+    atomic_store_explicit(&last_global, now, memory_order_relaxed);
+    global_purge(now, NULL, false);
+  }
+  return NULL;
+}
+
+/* Started lazily, on the first dirty memory, with no lock held (pthread_create
+ * allocates); detached, so it never delays exit. */
+static void background_maybe_start(void) {
+  int off = 0;
+  if (!opt.background || atomic_load_explicit(&bg_state, memory_order_relaxed) ||
+      !atomic_compare_exchange_strong(&bg_state, &off, 1))
+    return;
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  if (pthread_create(&t, &attr, background_main, NULL) != 0) atomic_store(&bg_state, 0);
+  pthread_attr_destroy(&attr);
+}
+
+/* ------------------------------------------------------------ arenas and threads */
+
+static void arena_reset(arena_t *a) {
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    a->direct[c] = &page_empty;
+    a->queues[c].first = a->queues[c].last = NULL;
+  }
+  a->tick = TICK_FREES;
+  a->now = os_now_ms();
+  a->last_decay = a->now;
+}
+
+static arena_t *arena_new(int state) {
+  arena_t *a = os_map(align_up(sizeof(arena_t), OS_PAGE));
+  if (!a) return NULL;
+  arena_reset(a);
+  atomic_store(&a->state, state);
+  arena_t *head = atomic_load(&arenas_all);
+  do a->all_next = head;
+  while (!atomic_compare_exchange_weak(&arenas_all, &head, a));
+  return a;
+}
+
+/* Reuses an arena in state `from` (ABANDONED: adopt it whole, pages and all). */
+static arena_t *arena_claim(int from, int to) {
+  for (arena_t *a = atomic_load_explicit(&arenas_all, memory_order_acquire); a; a = a->all_next) {
+    int st = from;
+    if (atomic_load_explicit(&a->state, memory_order_relaxed) == from &&
+        atomic_compare_exchange_strong(&a->state, &st, to)) {
+      a->tick = TICK_FREES;
+      a->now = os_now_ms();
+      return a;
+    }
+  }
+  return NULL;
+}
+
+static void arena_abandon(arena_t *a) {
+  arena_drain_remote(a);
+  atomic_store_explicit(&a->state, ARENA_ABANDONED, memory_order_release);
+}
+
+static void thread_exit(void *arg) {
+  arena_t *a = arg;
+  if (arena_tls == a) arena_tls = NULL;
+  arena_abandon(a);
+}
+
+static void fork_prepare(void) {
+  for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) spin_lock(&a->lock);
+}
+static void fork_parent(void) {
+  for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) spin_unlock(&a->lock);
+}
+/* In the child only this thread survives: other threads' arenas may be
+ * mid-update, so they are never adopted, only purged at the unit level. */
+static void fork_child(void) {
+  for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) {
+    a->lock.held = 0;
+    int st = atomic_load(&a->state);
+    if (a != arena_tls && (st == ARENA_OWNED || st == ARENA_PURGING)) atomic_store(&a->state, ARENA_ORPHANED);
+  }
+  atomic_store(&bg_state, 0);
+}
+
+static void process_init(void) {
+  int st = 0;
+  if (atomic_load_explicit(&init_state, memory_order_acquire) == 2) return;
+  if (!atomic_compare_exchange_strong(&init_state, &st, 1)) {
+    while (atomic_load_explicit(&init_state, memory_order_acquire) != 2) sched_yield();
+    return;
+  }
+  if (os_page_size() != OS_PAGE) ebb_fatal("malloc", "unsupported page size", (void *)os_page_size());
+  options_init();
+  sizeclass_init();
+  page_key = os_random_seed() | 1;
+  page_empty.cls = PAGE_UNUSED;
+  pthread_key_create(&exit_key, thread_exit);
+  atomic_store_explicit(&init_state, 2, memory_order_release);
+}
+
+arena_t *arena_for_thread(void) {
+  if (arena_tls) return arena_tls;
+  process_init();
+  arena_t *a = arena_claim(ARENA_ABANDONED, ARENA_OWNED);
+  if (!a) a = arena_claim(ARENA_FREE, ARENA_OWNED);
+  if (!a) a = arena_new(ARENA_OWNED);
+  if (!a) return NULL;
+  arena_tls = a;
+  pthread_setspecific(exit_key, a); /* may call malloc: the arena is already set */
+  int no = 0;
+  if (atomic_compare_exchange_strong(&atfork_done, &no, 1)) pthread_atfork(fork_prepare, fork_parent, fork_child);
+  return a;
+}
+
+arena_t *arena_create_first_class(void) {
+  process_init();
+  arena_t *a = arena_claim(ARENA_FREE, ARENA_FIRST_CLASS);
+  return a ? a : arena_new(ARENA_FIRST_CLASS);
+}
+
+void arena_destroy(arena_t *a) {
+  spin_lock(&a->lock);
+  for (chunk_t *c = a->chunks, *next; c; c = next) {
+    next = c->next;
+    chunk_delete(c);
+  }
+  a->chunks = NULL;
+  for (huge_t *h = a->huge, *next; h; h = next) {
+    next = h->next;
+    huge_delete(h);
+  }
+  a->huge = NULL;
+  size_t mapped = atomic_load(&a->mapped), active = atomic_load(&a->active), dirty = atomic_load(&a->dirty);
+  atomic_fetch_sub(&active_total, active);
+  dirty_add(a, -(ptrdiff_t)dirty);
+  stat_add(&a->purged, (ptrdiff_t)mapped);
+  atomic_store(&a->mapped, 0);
+  atomic_store(&a->active, 0);
+  atomic_store(&a->remote_pages, NULL);
+  arena_reset(a);
+  spin_unlock(&a->lock);
+  atomic_store(&a->state, ARENA_FREE);
+}
+
+void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purged, size_t *allocated,
+                     uint64_t *count) {
+  for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) {
+    *mapped += atomic_load_explicit(&a->mapped, memory_order_relaxed);
+    *active += atomic_load_explicit(&a->active, memory_order_relaxed);
+    *dirty += atomic_load_explicit(&a->dirty, memory_order_relaxed);
+    *purged += atomic_load_explicit(&a->purged, memory_order_relaxed);
+    if (atomic_load_explicit(&a->state, memory_order_relaxed) != ARENA_FREE) (*count)++;
+    spin_lock(&a->lock); /* chunks cannot vanish while we read their descriptors */
+    for (chunk_t *c = a->chunks; c; c = c->next)
+      for (unsigned i = 1; i < CHUNK_UNITS; i++)
+        if (c->pages[i].cls < NCLASSES) *allocated += (size_t)c->pages[i].used * c->pages[i].block_size;
+    spin_unlock(&a->lock);
+  }
+}
+
+bool arena_is_valid(arena_t *a) {
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    for (page_t *pg = a->queues[c].first; pg; pg = pg->next)
+      if (pg->cls != c || pg->full || !page_is_valid(pg)) return false;
+    if (a->direct[c] != &page_empty && a->direct[c]->cls != c) return false;
+  }
+  return true;
+}

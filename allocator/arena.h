@@ -1,0 +1,91 @@
+/* arena.h — owns an arena: the pages of every size class, the chunks they come
+ * from, and the decay of freed memory. Each thread allocates from its own
+ * arena with no lock and no atomic instruction on the fast paths below; the
+ * arena's lock guards only its chunks' unit bitmaps (taken on page refills,
+ * page retirement and purges). A thread's arena is abandoned when it exits and
+ * adopted whole by the next new thread; until then any thread's activity (or
+ * the background thread) purges it.
+ * Layer: above chunk, page, decay, options, os. */
+#ifndef EBB_ARENA_H
+#define EBB_ARENA_H
+#include "chunk.h"
+#include "decay.h"
+#include "options.h"
+
+typedef struct {
+  page_t *first, *last;
+} pqueue_t;
+
+enum arena_state {
+  ARENA_FREE,        /* unused, may be handed to anyone */
+  ARENA_OWNED,       /* a live thread's */
+  ARENA_ABANDONED,   /* its thread exited; adoptable, purged by anyone */
+  ARENA_PURGING,     /* abandoned, being purged by some thread right now */
+  ARENA_FIRST_CLASS, /* created by ebb_arena_create */
+  ARENA_ORPHANED,    /* in a fork child: its thread did not survive the fork */
+};
+
+struct huge;
+typedef struct arena {
+  page_t *direct[NCLASSES];       /* the page malloc pops from, per class */
+  int32_t tick;                   /* local frees until the next clock read */
+  uint32_t scan_cls;              /* where the bounded purge pass resumes */
+  uint64_t now;                   /* coarse clock (ms), refreshed on ticks */
+  uint64_t last_decay;            /* when this arena last ran its decay pass */
+  pqueue_t queues[NCLASSES];      /* pages with (possibly) free blocks, per class */
+  _Atomic(page_t *) remote_pages; /* full pages that got a remote free */
+  spinlock_t lock;                /* chunks' bitmaps, chunk list, huge list */
+  chunk_t *chunks;                /* chunk list */
+  struct huge *huge;              /* first-class arenas: large blocks to free on destroy */
+  atomic_int state;               /* enum arena_state */
+  struct arena *all_next;         /* the global list (never unlinked) */
+  _Atomic size_t mapped;          /* bytes of chunks mapped */
+  _Atomic size_t active;          /* bytes of spans in pages */
+  _Atomic size_t dirty;           /* bytes of free units still resident */
+  _Atomic size_t purged;          /* bytes returned to the kernel, cumulative */
+} arena_t;
+
+extern __thread arena_t *arena_tls __attribute__((tls_model("initial-exec")));
+extern page_t page_empty; /* direct[] points here while a class has no page */
+
+#define TICK_FREES 64       /* local frees between clock reads */
+#define GLOBAL_CHECK_MS 4   /* the global purge runs at most this often */
+#define PASS_PAGES 256      /* pages one bounded purge pass examines */
+
+arena_t *arena_for_thread(void);          /* slow path: process and thread set-up */
+arena_t *arena_create_first_class(void);
+void arena_destroy(arena_t *a);
+void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size);
+void arena_free_local_slow(arena_t *a, page_t *pg);
+void arena_free_remote(arena_t *owner, page_t *pg, block_t *b);
+void arena_tick(arena_t *a);
+/* Purges what has decayed everywhere (force: everything). Returns bytes. */
+size_t arena_purge_all(bool force);
+void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purged,
+                     size_t *allocated, uint64_t *count);
+bool arena_is_valid(arena_t *a);
+/* Decay pass over one arena at time now; exclusive: the caller owns its pages. */
+size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force);
+
+EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
+  unsigned c = size_class(size);
+  page_t *pg = a->direct[c];
+  block_t *b = pg->free;
+  if (likely(b != NULL)) {
+    track_open(b, sizeof *b);
+    pg->free = b->next;
+    b->cookie = 0;
+    pg->used++;
+    track_malloc(b, size, false);
+    return b;
+  }
+  return arena_malloc_slow(a, c, size);
+}
+
+EBB_INLINE void arena_free_local(arena_t *a, page_t *pg, block_t *b) {
+  track_free(b);
+  page_push_local(pg, b);
+  if (unlikely(--pg->used == 0 || pg->slow_free)) arena_free_local_slow(a, pg);
+  if (unlikely(--a->tick < 0)) arena_tick(a);
+}
+#endif

@@ -1,0 +1,95 @@
+/* chunk.c — owns chunk mapping and the unit bitmaps (chunk.h).
+ * May call: os_map_aligned, os_unmap, os_purge, registry. Must never: touch a
+ * page's free lists, or run without the owning arena's lock (except chunk_new). */
+#include "chunk.h"
+#include "os.h"
+#include "registry.h"
+
+chunk_t *chunk_new(struct arena *a) {
+  chunk_t *c = os_map_aligned(CHUNK_SIZE, CHUNK_SIZE);
+  if (!c) return NULL;
+  c->kind = HDR_CHUNK;
+  c->arena = a;
+  c->free_units = CHUNK_ALL_FREE;
+  c->dirty_units = 0; /* fresh mappings are not resident */
+  c->free_count = CHUNK_UNITS - 1;
+  for (unsigned i = 0; i < CHUNK_UNITS; i++) c->pages[i].cls = PAGE_UNUSED;
+  if (!registry_set(c, c)) {
+    os_unmap(c, CHUNK_SIZE);
+    return NULL;
+  }
+  return c;
+}
+
+void chunk_delete(chunk_t *c) {
+  registry_clear(c);
+  os_unmap(c, CHUNK_SIZE);
+}
+
+/* Bit i set iff bits i..i+n-1 of m are all set. */
+static uint64_t runs_of(uint64_t m, unsigned n) {
+  uint64_t r = m;
+  for (unsigned k = 1; k < n && r; k++) r &= m >> k;
+  return r;
+}
+
+static uint64_t span_mask(unsigned first, unsigned n) {
+  uint64_t m = n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
+  return m << first;
+}
+
+page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only) {
+  if (c->free_count < n) return NULL;
+  uint64_t runs = runs_of(warm_only ? c->free_units & c->dirty_units : c->free_units, n);
+  if (!runs) return NULL;
+  unsigned first = (unsigned)__builtin_ctzll(runs);
+  uint64_t m = span_mask(first, n);
+  c->free_units &= ~m;
+  c->dirty_units &= ~m;
+  c->free_count -= n;
+  for (unsigned k = 1; k < n; k++) {
+    c->pages[first + k].cls = PAGE_TAIL;
+    c->pages[first + k].head_offset = (uint8_t)k;
+  }
+  return &c->pages[first];
+}
+
+void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now) {
+  unsigned first = (unsigned)(pg - c->pages), n = pg->units;
+  uint64_t m = span_mask(first, n);
+  for (unsigned k = 0; k < n; k++) {
+    c->pages[first + k].cls = PAGE_UNUSED;
+    c->dirty_since[first + k] = now;
+  }
+  c->free_units |= m;
+  c->dirty_units |= m;
+  c->free_count += n;
+}
+
+size_t chunk_purge(chunk_t *c, uint64_t cutoff, bool use_free) {
+  uint64_t m = 0;
+  for (uint64_t d = c->dirty_units; d; d &= d - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(d);
+    if (c->dirty_since[i] <= cutoff) m |= (uint64_t)1 << i;
+  }
+  c->dirty_units &= ~m;
+  size_t bytes = 0;
+  while (m) { /* one madvise per contiguous run */
+    unsigned a = (unsigned)__builtin_ctzll(m);
+    uint64_t rest = m >> a;
+    unsigned len = ~rest ? (unsigned)__builtin_ctzll(~rest) : 64 - a;
+    os_purge((char *)c + ((size_t)a << UNIT_SHIFT), (size_t)len << UNIT_SHIFT, use_free);
+    bytes += (size_t)len << UNIT_SHIFT;
+    m &= ~span_mask(a, len);
+  }
+  return bytes;
+}
+
+uint64_t chunk_oldest_dirty(const chunk_t *c) {
+  uint64_t oldest = 0;
+  for (uint64_t d = c->dirty_units; d; d &= d - 1) {
+    uint64_t s = c->dirty_since[(unsigned)__builtin_ctzll(d)];
+    if (!oldest || s < oldest) oldest = s;
+  }
+  return oldest;
+}

@@ -1,0 +1,45 @@
+/* chunk.h — owns a chunk: 4 MiB aligned to its size, header in unit 0 (the page
+ * descriptors of every unit), units 1..63 handed out as spans. Tracks which
+ * units are free and which free units are still resident ("dirty") and since
+ * when. Callers hold the owning arena's lock for everything but lookups.
+ * Layer: above page, registry, os. */
+#ifndef EBB_CHUNK_H
+#define EBB_CHUNK_H
+#include "page.h"
+
+enum { HDR_CHUNK = 0x43484b31u, HDR_HUGE = 0x48554731u }; /* first word of every header */
+
+struct arena;
+typedef struct chunk {
+  uint32_t kind;             /* HDR_CHUNK */
+  uint32_t free_count;       /* free units */
+  struct arena *arena;       /* owner; never changes while mapped */
+  struct chunk *next, *prev; /* the arena's chunk list */
+  uint64_t free_units;       /* bit i: unit i belongs to no page */
+  uint64_t dirty_units;      /* bit i: unit i is free and may be resident */
+  uint64_t dirty_since[CHUNK_UNITS]; /* coarse ms when a dirty unit became free */
+  page_t pages[CHUNK_UNITS]; /* descriptor of every unit (0: unused) */
+} chunk_t;
+
+#define CHUNK_ALL_FREE (~(uint64_t)1) /* unit 0 is the header */
+
+EBB_INLINE chunk_t *chunk_of(const void *p) { return (chunk_t *)align_down((uintptr_t)p, CHUNK_SIZE); }
+/* The page that contains p (p inside the chunk, not in unit 0). */
+EBB_INLINE page_t *chunk_page_of(chunk_t *c, const void *p) {
+  page_t *pg = &c->pages[((uintptr_t)p - (uintptr_t)c) >> UNIT_SHIFT];
+  return pg->cls == PAGE_TAIL ? pg - pg->head_offset : pg;
+}
+
+chunk_t *chunk_new(struct arena *a);   /* NULL when the kernel refuses */
+void chunk_delete(chunk_t *c);          /* unregisters and unmaps */
+/* A span of n free units (only resident ones if warm_only, so reuse costs no
+ * page faults); NULL if none fits. Sets the descriptors of its tail units; the
+ * caller initialises the head. */
+page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only);
+/* Gives the span of pg back, dirty since now. */
+void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now);
+/* Purges dirty free units that became dirty at or before cutoff; bytes purged. */
+size_t chunk_purge(chunk_t *c, uint64_t cutoff, bool use_free);
+/* Oldest dirty time among its units, 0 if none. */
+uint64_t chunk_oldest_dirty(const chunk_t *c);
+#endif

@@ -1,0 +1,71 @@
+/* common.h — constants, types and check macros shared by every layer.
+ * Owns: the geometry (chunk ⊃ unit ⊃ OS page; page = a span of units serving one
+ * size class), the three tiers of checks, and the fatal path's declaration.
+ * Includes only libc headers; never allocates. */
+#ifndef EBB_COMMON_H
+#define EBB_COMMON_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef EBB_DEBUG
+#define EBB_DEBUG 0 /* 0: release, 1: assertions, 2: + expensive validators */
+#endif
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define EBB_NOINLINE __attribute__((noinline))
+#define EBB_COLD __attribute__((cold, noinline))
+#define EBB_INLINE static inline __attribute__((always_inline))
+#define EBB_EXPORT __attribute__((visibility("default")))
+
+/* Geometry. A chunk is 4 MiB aligned to its size; it is cut into 64 units of
+ * 64 KiB; unit 0 holds the chunk header, units 1..63 are handed out as pages
+ * (spans of 1..32 units). Any pointer's chunk is found by masking. */
+#define CHUNK_SHIFT 22
+#define CHUNK_SIZE ((size_t)1 << CHUNK_SHIFT)
+#define UNIT_SHIFT 16
+#define UNIT_SIZE ((size_t)1 << UNIT_SHIFT)
+#define CHUNK_UNITS (CHUNK_SIZE / UNIT_SIZE)
+#define MIN_ALIGN 16
+#define OS_PAGE 4096 /* granularity of purging; checked against the real page size at init */
+#define MAX_IN_CHUNK_ALIGN UNIT_SIZE /* larger alignments get their own mapping */
+
+#define align_up(x, a) (((x) + ((a)-1)) & ~((uintptr_t)(a)-1))
+#define align_down(x, a) ((x) & ~((uintptr_t)(a)-1))
+
+/* Fatal path: writes "ebb: <func>: <msg> 0x<ptr>" to fd 2 and aborts. Never
+ * allocates (formats into a stack buffer). */
+__attribute__((noreturn, cold)) void ebb_fatal(const char *func, const char *msg, const void *p);
+
+/* Checks. EBB_CHECK is always on and cheap; ebb_assert runs in debug builds;
+ * ebb_assert_expensive runs full validators in the heavy debug build. Written
+ * as ordinary ifs so debug code always compiles. */
+#define EBB_CHECK(e, func, msg, p)                                                                 \
+  do {                                                                                             \
+    if (unlikely(!(e))) ebb_fatal(func, msg, p);                                                   \
+  } while (0)
+#define ebb_assert(e)                                                                              \
+  do {                                                                                             \
+    if (EBB_DEBUG >= 1 && !(e)) ebb_fatal(__func__, "assertion failed: " #e, NULL);               \
+  } while (0)
+#define ebb_assert_expensive(e)                                                                    \
+  do {                                                                                             \
+    if (EBB_DEBUG >= 2 && !(e)) ebb_fatal(__func__, "validation failed: " #e, NULL);              \
+  } while (0)
+
+/* A tiny test-and-test-and-set lock: fork-safe (the child just re-initialises
+ * it), never allocates. Used only on slow paths. */
+typedef struct {
+  atomic_int held;
+} spinlock_t;
+void spin_lock(spinlock_t *l);
+EBB_INLINE bool spin_trylock(spinlock_t *l) {
+  return !atomic_load_explicit(&l->held, memory_order_relaxed) &&
+         !atomic_exchange_explicit(&l->held, 1, memory_order_acquire);
+}
+EBB_INLINE void spin_unlock(spinlock_t *l) { atomic_store_explicit(&l->held, 0, memory_order_release); }
+
+#endif

@@ -1,0 +1,23 @@
+/* decay.c — owns the purge policy (decay.h). Pure: no clock, no kernel, no state. */
+#include "decay.h"
+
+size_t decay_dirty_limit(int64_t dirty_max, size_t active) {
+  if (dirty_max >= 0) return (size_t)dirty_max;
+  size_t pct = (size_t)-dirty_max;
+  size_t lim = active / 100 * pct;
+  return lim > DECAY_PCT_FLOOR ? lim : DECAY_PCT_FLOOR;
+}
+
+bool decay_expired(uint64_t since, uint64_t now, uint64_t decay_ms) {
+  return now >= since && now - since >= decay_ms;
+}
+
+bool decay_page_idle(uint64_t touched, uint64_t now, uint64_t decay_ms) {
+  return decay_expired(touched, now, decay_ms);
+}
+
+uint64_t decay_next_deadline(uint64_t oldest_since, uint64_t now, uint64_t decay_ms) {
+  if (!oldest_since) return now + (decay_ms ? decay_ms : 1);
+  uint64_t due = oldest_since + decay_ms;
+  return due > now ? due : now;
+}

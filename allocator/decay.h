@@ -1,0 +1,20 @@
+/* decay.h — the purge policy, as pure functions of (state, now): they decide
+ * how much freed-but-resident ("dirty") memory may stay, and never read a clock
+ * or call the kernel (jemalloc's decay.c habit). The arena applies the decision. */
+#ifndef EBB_DECAY_H
+#define EBB_DECAY_H
+#include "common.h"
+
+#define DECAY_PCT_FLOOR ((size_t)4 << 20) /* a percentage cap never goes below this */
+
+/* Dirty bytes allowed given the EBB_DIRTY_MAX setting (bytes, or -percent of
+ * active bytes). */
+size_t decay_dirty_limit(int64_t dirty_max, size_t active);
+/* Memory that became dirty at `since` must be returned at `now`. */
+bool decay_expired(uint64_t since, uint64_t now, uint64_t decay_ms);
+/* Whether a page that has not been allocated from since `touched` may have its
+ * free granules returned: the same rule, so the two levels decay alike. */
+bool decay_page_idle(uint64_t touched, uint64_t now, uint64_t decay_ms);
+/* When the next purge can be due, given the oldest dirty time (0: none). */
+uint64_t decay_next_deadline(uint64_t oldest_since, uint64_t now, uint64_t decay_ms);
+#endif

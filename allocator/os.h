@@ -1,0 +1,37 @@
+/* os.h — the one interface to the kernel. Every mmap, munmap, madvise, mremap,
+ * clock read, page-size query, environment read and raw write goes through here
+ * (tests/unit/fake_os.c provides the same functions over a fake clock).
+ * All functions preserve errno and never allocate. */
+#ifndef EBB_OS_H
+#define EBB_OS_H
+#include "common.h"
+
+/* size > 0 and a multiple of OS_PAGE. Returns NULL when the kernel refuses. */
+void *os_map(size_t size);
+/* As os_map, and the result is aligned to align (a power of two >= OS_PAGE). */
+void *os_map_aligned(size_t size, size_t align);
+/* p and size page aligned, p was returned by os_map* (or lies inside such a map). */
+void os_unmap(void *p, size_t size);
+/* Returns the pages to the kernel; later reads see zeroes (MADV_DONTNEED) or
+ * either old data or zeroes (MADV_FREE, when use_free). p, size page aligned. */
+void os_purge(void *p, size_t size, bool use_free);
+/* Grows or shrinks the mapping [p, p+old) to new bytes without moving it.
+ * Returns false (mapping unchanged) when the address range after it is taken. */
+bool os_resize_inplace(void *p, size_t old_size, size_t new_size);
+/* Moves the mapping [p, p+old) to a fresh address aligned to align, resized to
+ * new bytes, without copying (mremap). Returns NULL (mapping unchanged) on failure. */
+void *os_move_aligned(void *p, size_t old_size, size_t new_size, size_t align);
+
+uint64_t os_now_ms(void);       /* monotonic milliseconds */
+size_t os_page_size(void);      /* the kernel's page size */
+const char *os_getenv(const char *name); /* raw environ walk; no allocation */
+void os_write(int fd, const char *s, size_t n);
+__attribute__((noreturn)) void os_abort(void);
+uint64_t os_random_seed(void);  /* per-process entropy (AT_RANDOM) */
+
+/* System-call counters, for ebb_stats. */
+typedef struct {
+  atomic_uint_fast64_t mmap_calls, munmap_calls, madvise_calls;
+} os_counters_t;
+extern os_counters_t os_counters;
+#endif

@@ -1,0 +1,171 @@
+/* page.c — owns a page's free lists: carving fresh blocks, collecting remote
+ * frees, returning wholly free granules to the kernel and parking the blocks in
+ * them, and unparking them on demand.
+ * May call: os_purge. Must never: take a lock, allocate, or be called by a
+ * thread that does not own the page (remote threads only push onto xfree). */
+#include "page.h"
+#include "os.h"
+
+uint64_t page_key;
+
+void page_init(page_t *pg, unsigned cls, char *start) {
+  const class_info_t *ci = &class_info[cls];
+  pg->free = NULL;
+  pg->used = pg->carved = 0;
+  pg->magic = ci->magic;
+  pg->cls = (uint8_t)cls;
+  pg->slow_free = pg->full = pg->remote_pending = 0;
+  pg->units = (uint8_t)ci->units;
+  pg->head_offset = 0;
+  pg->sub_shift = (uint8_t)ci->sub_shift;
+  pg->block_size = ci->size;
+  pg->capacity = ci->count;
+  pg->purged = 0;
+  pg->start = start;
+  pg->purge_used = UINT32_MAX;
+  atomic_store_explicit(&pg->xfree, 0, memory_order_relaxed);
+  pg->next = pg->prev = pg->remote_next = NULL;
+}
+
+EBB_INLINE block_t *block_at(const page_t *pg, uint32_t i) {
+  return (block_t *)(pg->start + (size_t)i * pg->block_size);
+}
+EBB_INLINE block_t *block_next(block_t *b) {
+  track_open(b, sizeof *b);
+  block_t *n = b->next;
+  track_close(b, sizeof *b);
+  return n;
+}
+
+uint32_t page_collect(page_t *pg) {
+  uintptr_t x = atomic_load_explicit(&pg->xfree, memory_order_relaxed);
+  if ((x & ~XFREE_FULL) == 0) return 0;
+  /* Only the owner sets XFREE_FULL, and a remote push clears it, so a list
+   * with blocks never carries the flag and exchanging with 0 loses nothing. */
+  block_t *head = (block_t *)atomic_exchange_explicit(&pg->xfree, 0, memory_order_acquire);
+  uint32_t n = 1;
+  block_t *last = head;
+  for (block_t *nx; (nx = block_next(last)) != NULL; last = nx) n++;
+  track_open(last, sizeof *last);
+  last->next = pg->free;
+  track_close(last, sizeof *last);
+  pg->free = head;
+  ebb_assert(pg->used >= n);
+  pg->used -= n;
+  return n;
+}
+
+/* Hands out fresh blocks about one OS page at a time, so untouched memory stays
+ * untouched; the list is built backwards so blocks come out in address order. */
+static void page_carve(page_t *pg) {
+  uint32_t batch = OS_PAGE / pg->block_size;
+  if (batch < 1) batch = 1;
+  if (batch > 64) batch = 64;
+  uint32_t end = pg->carved + batch;
+  if (end > pg->capacity) end = pg->capacity;
+  for (uint32_t i = end; i-- > pg->carved;) page_push_local(pg, block_at(pg, i));
+  pg->carved = end;
+}
+
+/* Takes back the lowest purged granule: its blocks that overlap no other purged
+ * granule go on the free list (touching them faults the memory back in). */
+static void page_unpark_one(page_t *pg) {
+  unsigned s = (unsigned)__builtin_ctzll(pg->purged);
+  pg->purged &= pg->purged - 1;
+  size_t lo = (size_t)s << pg->sub_shift, hi = lo + ((size_t)1 << pg->sub_shift);
+  uint32_t first = (uint32_t)(lo / pg->block_size), last = (uint32_t)((hi - 1) / pg->block_size);
+  if (last >= pg->carved) last = pg->carved - 1;
+  for (uint32_t i = last + 1; i-- > first;)
+    if (!(page_block_granules(pg, i) & pg->purged)) page_push_local(pg, block_at(pg, i));
+  if (!pg->purged && !pg->full) pg->slow_free = 0;
+}
+
+bool page_refill(page_t *pg) {
+  if (pg->free || page_collect(pg)) return true;
+  while (pg->purged && pg->carved) {
+    page_unpark_one(pg);
+    if (pg->free) return true;
+  }
+  pg->purged = 0; /* granules past the carved blocks need no unparking */
+  if (pg->carved < pg->capacity) {
+    page_carve(pg);
+    return true;
+  }
+  return false;
+}
+
+#define MAX_BLOCKS (UNIT_SIZE / MIN_ALIGN)
+
+static void mark_free(page_t *pg, uint64_t *bits) {
+  for (block_t *b = pg->free; b; b = block_next(b)) {
+    uint32_t i = (uint32_t)(((char *)b - pg->start) / pg->block_size);
+    bits[i / 64] |= (uint64_t)1 << (i % 64);
+  }
+}
+
+/* Granules overlapped by a block that is handed out (or pending remote free). */
+static uint64_t busy_granules(page_t *pg, const uint64_t *bits) {
+  uint64_t busy = 0;
+  for (uint32_t i = 0; i < pg->carved; i++)
+    if (!(bits[i / 64] >> (i % 64) & 1)) busy |= page_block_granules(pg, i);
+  return busy;
+}
+
+static size_t purge_runs(page_t *pg, uint64_t m, bool use_free) {
+  size_t bytes = 0;
+  while (m) {
+    unsigned a = (unsigned)__builtin_ctzll(m);
+    uint64_t rest = m >> a;
+    unsigned len = ~rest ? (unsigned)__builtin_ctzll(~rest) : 64 - a;
+    size_t off = (size_t)a << pg->sub_shift, n = (size_t)len << pg->sub_shift;
+    os_purge(pg->start + off, n, use_free);
+    bytes += n;
+    m &= len + a >= 64 ? 0 : ~(uint64_t)0 << (a + len);
+  }
+  return bytes;
+}
+
+size_t page_purge_free(page_t *pg, bool use_free) {
+  if (pg->block_size > (1u << pg->sub_shift) * 64 || pg->carved > MAX_BLOCKS) return 0;
+  uint64_t bits[MAX_BLOCKS / 64] = {0};
+  mark_free(pg, bits);
+  unsigned ngran = (unsigned)(page_span(pg) >> pg->sub_shift);
+  uint64_t all = ngran >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << ngran) - 1;
+  uint64_t cand = all & ~busy_granules(pg, bits) & ~pg->purged;
+  if (!cand) return 0;
+  size_t bytes = purge_runs(pg, cand, use_free);
+  pg->purged |= cand;
+  pg->slow_free = 1;
+  pg->free = NULL; /* rebuild, leaving out (parking) blocks in purged granules */
+  for (uint32_t i = pg->carved; i-- > 0;)
+    if ((bits[i / 64] >> (i % 64) & 1) && !(page_block_granules(pg, i) & pg->purged))
+      page_push_local(pg, block_at(pg, i));
+  return bytes;
+}
+
+bool page_holds_free(page_t *pg, const block_t *b) {
+  uint32_t i = page_block_index(pg, b);
+  if (i != UINT32_MAX && (page_block_granules(pg, i) & pg->purged)) return true;
+  for (block_t *f = pg->free; f; f = block_next(f))
+    if (f == b) return true;
+  uintptr_t x = atomic_load_explicit(&pg->xfree, memory_order_acquire) & ~XFREE_FULL;
+  for (block_t *f = (block_t *)x; f; f = block_next(f))
+    if (f == b) return true;
+  return false;
+}
+
+bool page_is_valid(page_t *pg) {
+  if (pg->carved > pg->capacity || pg->used > pg->carved) return false;
+  uint32_t nfree = 0, parked = 0;
+  for (block_t *b = pg->free; b; b = block_next(b), nfree++) {
+    uint32_t i = page_block_index(pg, b);
+    if (i == UINT32_MAX || (page_block_granules(pg, i) & pg->purged)) return false;
+    track_open(b, sizeof *b);
+    bool ok = b->cookie == page_cookie(b);
+    track_close(b, sizeof *b);
+    if (!ok || nfree > pg->carved) return false;
+  }
+  for (uint32_t i = 0; i < pg->carved; i++)
+    if (page_block_granules(pg, i) & pg->purged) parked++;
+  return nfree + parked + pg->used == pg->carved;
+}

@@ -1,0 +1,90 @@
+/* page.h — owns a page: a span of 1..32 units inside a chunk that serves one
+ * size class, with its free lists. Blocks carry no header; a free block holds
+ * its free-list link and a cookie (key ^ address) that marks it free, so a double
+ * free is caught with one compare (glibc's tcache key, made per process).
+ * Only the owning arena's thread touches `free`; other threads push onto `xfree`
+ * with one compare-and-swap (free-list sharding as in mimalloc).
+ * Layer: above sizeclass, track, os. */
+#ifndef EBB_PAGE_H
+#define EBB_PAGE_H
+#include "common.h"
+#include "sizeclass.h"
+#include "track.h"
+
+typedef struct block {
+  struct block *next; /* free-list link */
+  uint64_t cookie;    /* page_cookie(b) while free, 0 once handed out */
+} block_t;
+
+#define XFREE_FULL ((uintptr_t)1) /* in xfree: the page is off its queue (full) */
+
+enum { PAGE_UNUSED = 0xff, PAGE_TAIL = 0xfe }; /* values of page.cls besides real classes */
+
+typedef struct page {
+  block_t *free;          /* owner's free list: the malloc fast path pops here */
+  uint32_t used;          /* blocks handed out and not yet freed back to this list */
+  uint32_t carved;        /* blocks [0, carved) have been handed out at least once */
+  uint64_t magic;         /* class magic, for offset → index */
+  uint8_t cls;            /* size class, PAGE_UNUSED, or PAGE_TAIL (a later unit of a span) */
+  uint8_t slow_free;      /* nonzero when a local free must take the slow path (full or purged) */
+  uint8_t full;           /* off the class queue because nothing was free */
+  uint8_t remote_pending; /* sits on the arena's remote_pages stack */
+  uint8_t units;          /* span length in units (head only) */
+  uint8_t head_offset;    /* PAGE_TAIL: how many descriptors back the head is */
+  uint8_t sub_shift;      /* log2 of the purge granule */
+  uint8_t pad;
+  uint32_t block_size;    /* class size */
+  uint32_t capacity;      /* blocks that fit */
+  uint64_t purged;        /* granules returned to the kernel; their free blocks are parked */
+  char *start;            /* first byte of the span */
+  uint64_t touched;       /* coarse ms when it last became the allocation page */
+  uint32_t purge_used;    /* `used` when its granules were last examined (UINT32_MAX: never) */
+  uint32_t pad2;
+  _Atomic(uintptr_t) xfree; /* remote frees (a stack), low bit XFREE_FULL */
+  struct page *next, *prev; /* class queue */
+  struct page *remote_next; /* arena remote_pages stack */
+} page_t;
+
+extern uint64_t page_key; /* per-process random key for cookies */
+
+EBB_INLINE uint64_t page_cookie(const block_t *b) { return page_key ^ (uint64_t)(uintptr_t)b; }
+EBB_INLINE size_t page_span(const page_t *pg) { return (size_t)pg->units * UNIT_SIZE; }
+EBB_INLINE bool page_has_free(const page_t *pg) { return pg->free != NULL; }
+
+/* Block index of p in pg, or UINT32_MAX if p is not the start of a block ever
+ * handed out. Safe on any p inside the span. */
+EBB_INLINE uint32_t page_block_index(const page_t *pg, const void *p) {
+  uint32_t off = (uint32_t)((const char *)p - pg->start);
+  if (unlikely(!offset_is_multiple(off, pg->magic))) return UINT32_MAX;
+  uint32_t i = offset_div(off, pg->magic);
+  return likely(i < pg->carved) ? i : UINT32_MAX;
+}
+
+/* Mask of the granules that block i overlaps. */
+EBB_INLINE uint64_t page_block_granules(const page_t *pg, uint32_t i) {
+  size_t lo = (size_t)i * pg->block_size, hi = lo + pg->block_size - 1;
+  unsigned a = (unsigned)(lo >> pg->sub_shift), b = (unsigned)(hi >> pg->sub_shift);
+  uint64_t upto_b = b >= 63 ? ~(uint64_t)0 : ((uint64_t)1 << (b + 1)) - 1;
+  return upto_b & ~(((uint64_t)1 << a) - 1);
+}
+
+EBB_INLINE void page_push_local(page_t *pg, block_t *b) {
+  track_open(b, sizeof *b);
+  b->next = pg->free;
+  b->cookie = page_cookie(b);
+  track_close(b, sizeof *b);
+  pg->free = b;
+}
+
+void page_init(page_t *pg, unsigned cls, char *start);
+/* Moves remote frees into the owner's list. Returns how many. */
+uint32_t page_collect(page_t *pg);
+/* Makes free blocks available (collect, unpark, carve). False if the page is full. */
+bool page_refill(page_t *pg);
+/* Returns the page's wholly free granules to the kernel; bytes purged. */
+size_t page_purge_free(page_t *pg, bool use_free);
+/* True if b (a cookie match) really is on one of the page's free lists. Owner only. */
+bool page_holds_free(page_t *pg, const block_t *b);
+/* Expensive validator for debug builds. Owner only. */
+bool page_is_valid(page_t *pg);
+#endif

@@ -1,0 +1,125 @@
+/* public.c — owns the standard names: the malloc family, glibc's aliases and
+ * extras (malloc_trim, malloc_stats, mallinfo2), and C++ operator new/delete
+ * in all their forms, so LD_PRELOAD and static linking both route every
+ * allocation to ebb. Left out of unit-test builds (EBB_NO_OVERRIDE).
+ * May call: the ebb_* API only. */
+#ifndef EBB_NO_OVERRIDE
+#include "ebb.h"
+#include "common.h"
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+
+#define ALIAS(name) __attribute__((alias(#name), used, visibility("default")))
+
+void *malloc(size_t size) ALIAS(ebb_malloc);
+void free(void *p) ALIAS(ebb_free);
+void cfree(void *p) ALIAS(ebb_free);
+void *calloc(size_t n, size_t size) ALIAS(ebb_calloc);
+void *realloc(void *p, size_t size) ALIAS(ebb_realloc);
+void *reallocarray(void *p, size_t n, size_t size) ALIAS(ebb_reallocarray);
+int posix_memalign(void **out, size_t alignment, size_t size) ALIAS(ebb_posix_memalign);
+void *aligned_alloc(size_t alignment, size_t size) ALIAS(ebb_aligned_alloc);
+void *memalign(size_t alignment, size_t size) ALIAS(ebb_memalign);
+void *valloc(size_t size) ALIAS(ebb_valloc);
+void *pvalloc(size_t size) ALIAS(ebb_pvalloc);
+size_t malloc_usable_size(void *p) ALIAS(ebb_malloc_usable_size);
+void free_sized(void *p, size_t size) ALIAS(ebb_free_sized);
+void free_aligned_sized(void *p, size_t alignment, size_t size) ALIAS(ebb_free_aligned_sized);
+
+void *__libc_malloc(size_t size) ALIAS(ebb_malloc);
+void __libc_free(void *p) ALIAS(ebb_free);
+void *__libc_calloc(size_t n, size_t size) ALIAS(ebb_calloc);
+void *__libc_realloc(void *p, size_t size) ALIAS(ebb_realloc);
+void *__libc_memalign(size_t alignment, size_t size) ALIAS(ebb_memalign);
+void *__libc_valloc(size_t size) ALIAS(ebb_valloc);
+void *__libc_pvalloc(size_t size) ALIAS(ebb_pvalloc);
+int __posix_memalign(void **out, size_t alignment, size_t size) ALIAS(ebb_posix_memalign);
+
+EBB_EXPORT int malloc_trim(size_t pad) {
+  (void)pad;
+  return ebb_trim() > 0;
+}
+
+EBB_EXPORT void malloc_stats(void) { ebb_stats_print(2); }
+
+EBB_EXPORT struct mallinfo2 mallinfo2(void) {
+  struct ebb_stats s;
+  ebb_stats(&s);
+  struct mallinfo2 m = {0};
+  m.arena = s.mapped;
+  m.uordblks = s.allocated;
+  m.fordblks = s.mapped > s.allocated ? s.mapped - s.allocated : 0;
+  m.keepcost = s.dirty;
+  m.hblkhd = s.mapped;
+  return m;
+}
+
+/* mallopt is accepted and ignored (ebb is tuned by EBB_* variables). */
+EBB_EXPORT int mallopt(int param, int value) {
+  (void)param;
+  (void)value;
+  return 1;
+}
+
+/* ---- C++: defined here with their mangled names so libebb needs no libstdc++.
+ * A failed throwing new calls the installed new_handler, then throws
+ * std::bad_alloc through libstdc++ when the program has it (weak references). */
+typedef void (*new_handler_t)(void);
+extern new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
+
+static void *new_failed(size_t size, size_t align) {
+  for (;;) {
+    new_handler_t h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+    if (!h) break;
+    h();
+    void *p = align > 16 ? ebb_aligned_alloc(align, align_up(size, align)) : ebb_malloc(size);
+    if (p) return p;
+  }
+  if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
+  ebb_fatal("operator new", "out of memory", NULL);
+}
+
+static void *new_throw(size_t size) {
+  void *p = ebb_malloc(size);
+  return p ? p : new_failed(size, 0);
+}
+static void *new_aligned_throw(size_t size, size_t align) {
+  void *p = ebb_aligned_alloc(align, align_up(size ? size : 1, align));
+  return p ? p : new_failed(size, align);
+}
+static void *new_aligned_nothrow(size_t size, size_t align) {
+  return ebb_aligned_alloc(align, align_up(size ? size : 1, align));
+}
+
+EBB_EXPORT void *_Znwm(size_t n) { return new_throw(n); }
+EBB_EXPORT void *_Znam(size_t n) { return new_throw(n); }
+EBB_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { return (void)nt, ebb_malloc(n); }
+EBB_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { return (void)nt, ebb_malloc(n); }
+EBB_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t al) { return new_aligned_throw(n, al); }
+EBB_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t al) { return new_aligned_throw(n, al); }
+EBB_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void *nt) {
+  return (void)nt, new_aligned_nothrow(n, al);
+}
+EBB_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void *nt) {
+  return (void)nt, new_aligned_nothrow(n, al);
+}
+
+void _ZdlPv(void *p) ALIAS(ebb_free);
+void _ZdaPv(void *p) ALIAS(ebb_free);
+void _ZdlPvm(void *p, size_t n) ALIAS(ebb_free_sized);
+void _ZdaPvm(void *p, size_t n) ALIAS(ebb_free_sized);
+EBB_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt, ebb_free(p); }
+EBB_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt, ebb_free(p); }
+EBB_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t al) { (void)al, ebb_free(p); }
+EBB_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t al) { (void)al, ebb_free(p); }
+EBB_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t al) { (void)n, (void)al, ebb_free(p); }
+EBB_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al) { (void)n, (void)al, ebb_free(p); }
+EBB_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt) {
+  (void)al, (void)nt, ebb_free(p);
+}
+EBB_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt) {
+  (void)al, (void)nt, ebb_free(p);
+}
+#endif

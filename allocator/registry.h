@@ -1,0 +1,30 @@
+/* registry.h — owns the map from address to ebb's metadata: for every 4 MiB
+ * region that holds a chunk or the start of a large block, a pointer to its
+ * header (a two-level radix tree, as jemalloc's rtree, with leaves mapped on
+ * demand). Lets free() reject any pointer ebb never handed out without ever
+ * reading memory that is not ours. Lookups are two loads, no lock. */
+#ifndef EBB_REGISTRY_H
+#define EBB_REGISTRY_H
+#include "common.h"
+
+#define REG_ADDR_BITS 47
+#define REG_L2_BITS 13
+#define REG_L1_BITS (REG_ADDR_BITS - CHUNK_SHIFT - REG_L2_BITS)
+
+typedef struct {
+  _Atomic(void *) slot[1u << REG_L2_BITS];
+} reg_leaf_t;
+extern _Atomic(reg_leaf_t *) reg_root[1u << REG_L1_BITS];
+
+/* The header registered for p's region, or NULL. Never faults. */
+EBB_INLINE void *registry_get(const void *p) {
+  uintptr_t r = (uintptr_t)p >> CHUNK_SHIFT;
+  if (unlikely(r >> (REG_L1_BITS + REG_L2_BITS))) return NULL;
+  reg_leaf_t *leaf = atomic_load_explicit(&reg_root[r >> REG_L2_BITS], memory_order_acquire);
+  if (unlikely(!leaf)) return NULL;
+  return atomic_load_explicit(&leaf->slot[r & ((1u << REG_L2_BITS) - 1)], memory_order_acquire);
+}
+/* Registers hdr for region(p); false when out of memory or address range. */
+bool registry_set(const void *p, void *hdr);
+void registry_clear(const void *p);
+#endif

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# charts.sh — PNG charts of a results folder with gnuplot (pngcairo; gnuplot-nox has it):
+#   rss-floor-<case>.png, rss-prover-<case>.png   RSS over time, one line per allocator
+#                                                  (the first run of each cell)
+#   bars-churn-us.png, bars-churn-faults.png,     medians per case with min–max error bars
+#   bars-larson-mops.png
+# Usage: charts.sh RESULTS_DIR "allocator list"
+set -u -o pipefail
+OUT=$1
+ALLOCS=$2
+mkdir -p "$OUT/charts"
+
+# A fixed look per allocator, so every chart reads the same: families share a hue,
+# variants are lighter and dashed.
+style() {
+  case "$1" in
+    glibc) echo "lc rgb '#222222' dt 1" ;;
+    glibc-notrim) echo "lc rgb '#777777' dt 2" ;;
+    glibc-mmap8m) echo "lc rgb '#aaaaaa' dt 3" ;;
+    jemalloc) echo "lc rgb '#1f77b4' dt 1" ;;
+    jemalloc-bg) echo "lc rgb '#7fb8e0' dt 2" ;;
+    mimalloc) echo "lc rgb '#2ca02c' dt 1" ;;
+    tcmalloc) echo "lc rgb '#ff7f0e' dt 1" ;;
+    ebb) echo "lc rgb '#d62728' dt 1" ;;
+    ebb-bg) echo "lc rgb '#f08080' dt 2" ;;
+    *) echo "lc rgb '#9467bd' dt 4" ;;
+  esac
+}
+
+common_settings() {
+  cat <<'GP'
+set terminal pngcairo size 900,480 font "DejaVu Sans,10" noenhanced
+set grid ytics lc rgb '#dddddd'
+set border 3
+set tics nomirror
+GP
+}
+
+# RSS over time for workload $1 case $2, one line per allocator.
+rss_chart() {
+  local wl=$1 cs=$2 title=$3 plot="" a f
+  for a in $ALLOCS; do
+    f=$OUT/series/$wl-$cs-$a-r1.dat
+    [ -s "$f" ] || continue
+    plot="$plot${plot:+, }'$f' using 1:2 with lines lw $([ "${a%%-*}" = ebb ] && echo 2.5 || echo 1.5) $(style "$a") title '$a'"
+  done
+  [ -n "$plot" ] || return 0
+  { common_settings
+    echo "set output '$OUT/charts/rss-$wl-$cs.png'"
+    echo "set title '$title'"
+    echo "set xlabel 'seconds'; set ylabel 'RSS (MiB)'; set yrange [0:*]"
+    echo "set key outside right top"
+    echo "plot $plot"; } | gnuplot
+}
+
+# Medians of workload $1 metric $2 per case (x) and allocator (bars), with min–max.
+bars_chart() {
+  local wl=$1 metric=$2 ylabel=$3 name=$4 title=$5 dat plot="" i=0 a
+  dat=$OUT/charts/.bars-$wl-$metric.dat
+  awk -F, -v wl="$wl" -v m="$metric" -v allocs="$ALLOCS" '
+    BEGIN { n = split(allocs, A, " ") }
+    $1 == wl && $4 == m { if (!($2 in seen)) { seen[$2] = 1; cases[++nc] = $2 }
+                          v[$2, $3] = $5 " " $6 " " $7 }
+    END { for (c = 1; c <= nc; c++) { s = cases[c]
+            for (i = 1; i <= n; i++) s = s " " ((cases[c], A[i]) in v ? v[cases[c], A[i]] : "NaN NaN NaN")
+            print s } }' "$OUT/medians.csv" >"$dat"
+  [ -s "$dat" ] || { rm -f "$dat"; return 0; }
+  for a in $ALLOCS; do
+    plot="$plot${plot:+, }'$dat' using $((2 + 3 * i)):$((3 + 3 * i)):$((4 + 3 * i))$([ $i = 0 ] && echo ':xtic(1)') $(style "$a" | sed 's/ dt [0-9]//') title '$a'"
+    i=$((i + 1))
+  done
+  { common_settings
+    echo "set output '$OUT/charts/$name.png'"
+    echo "set title '$title'"
+    echo "set ylabel '$ylabel'; set yrange [0:*]"
+    echo "set style data histograms; set style histogram errorbars gap 2 lw 1"
+    echo "set style fill solid 0.85 border -1; set boxwidth 0.9"
+    echo "set key outside right top"
+    echo "plot $plot"; } | gnuplot
+  rm -f "$dat"
+}
+
+rss_chart floor idle "RSS floor, idle: 256 MiB of small objects freed cross-thread, 1 in 512 kept, threads exited"
+rss_chart floor active "RSS floor, light activity: as idle, plus 16 small malloc/free every 10 ms"
+rss_chart prover idle20 "Prover scratch, 20 ms idle between rounds: RSS over time"
+rss_chart prover idle500 "Prover scratch, 500 ms idle between rounds: RSS over time"
+bars_chart churn us_per_cycle "µs per cycle (median)" bars-churn-us "Instance churn: time per request by gap between requests (lower is better)"
+bars_chart churn faults_per_cycle "page faults per cycle" bars-churn-faults "Instance churn: minor faults per request by gap between requests (lower is better)"
+bars_chart larson mops_per_s "million malloc/free pairs per s" bars-larson-mops "Larson server simulation by thread count (higher is better)"
+exit 0

@@ -1,0 +1,124 @@
+/* floor.c — RSS floor: how far memory falls back once a burst is over.
+ * Two threads each build half of ~256 MiB of small objects (16–256 B); one object in
+ * 512 stays alive, so live blocks sit above (and among) freed ones and no allocator
+ * can just shrink a heap top. Each thread then frees the other thread's objects
+ * (cross-thread frees), and both threads exit. The main thread samples RSS every
+ * 100 ms for 15 s, either idle or with light allocation activity (a few small
+ * malloc/free pairs every 10 ms), since some allocators only return memory when
+ * they are called.
+ *
+ * Reports: peak_kb (RSS with everything built), start_kb (t = 0, threads gone),
+ * end_kb (last sample), min_kb, live_kb (bytes still allocated: the ideal floor),
+ * fall_ms (first sample below half of peak_kb, -1 if never), plus the series. */
+#define _GNU_SOURCE
+#include "common.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct builder {
+  uint64_t rng;         /* this thread's seed */
+  size_t bytes;         /* how much to build */
+  void **objs;          /* built objects, bench_map memory */
+  size_t n;             /* objects built */
+  size_t live_bytes;    /* bytes of the objects kept alive */
+  struct builder *peer; /* whose objects this thread frees */
+};
+
+static long keep_every;
+static pthread_barrier_t built, measured;
+
+static size_t capacity_for(size_t bytes) { return bytes / 16 + 1; }
+
+static void *builder_main(void *arg) {
+  struct builder *b = arg;
+  size_t total = 0;
+  while (total < b->bytes) {
+    size_t size = bench_rand_range(&b->rng, 16, 256);
+    b->objs[b->n] = malloc(size);
+    bench_touch(b->objs[b->n], size, (unsigned char)b->n);
+    if (b->n % (size_t)keep_every == 0) b->live_bytes += size; /* this one outlives the burst */
+    b->n++;
+    total += size;
+  }
+  pthread_barrier_wait(&built);    /* the main thread records the peak */
+  pthread_barrier_wait(&measured); /* and both halves exist before anyone frees */
+  struct builder *p = b->peer;
+  for (size_t i = 0; i < p->n; i++)
+    if (i % (size_t)keep_every != 0) free(p->objs[i]);
+  return NULL;
+}
+
+/* Between two samples: idle, or a handful of small pairs every 10 ms. */
+static void between_samples(double ms, int activity, uint64_t *rng) {
+  if (!activity) {
+    bench_sleep_ms(ms);
+    return;
+  }
+  for (double slept = 0; slept < ms; slept += 10) {
+    void *p[16];
+    for (int i = 0; i < 16; i++) {
+      size_t size = bench_rand_range(rng, 16, 1024);
+      p[i] = malloc(size);
+      bench_touch(p[i], size, 1);
+    }
+    for (int i = 0; i < 16; i++) free(p[i]);
+    bench_sleep_ms(ms - slept < 10 ? ms - slept : 10);
+  }
+}
+
+int main(int argc, char **argv) {
+  long mib = bench_opt(argc, argv, "mib", 256);
+  long seconds_ms = bench_opt(argc, argv, "ms", 15000);
+  long interval_ms = bench_opt(argc, argv, "interval-ms", 100);
+  long activity = bench_opt(argc, argv, "activity", 0);
+  keep_every = bench_opt(argc, argv, "keep-every", 512);
+  long seed = bench_opt(argc, argv, "seed", 1);
+  if (mib < 1 || seconds_ms < 0 || interval_ms < 1 || keep_every < 1) {
+    fprintf(stderr, "floor: need mib >= 1, ms >= 0, interval-ms >= 1, keep-every >= 1\n");
+    return 2;
+  }
+  bench_begin("floor", activity ? "active" : "idle", argc, argv);
+
+  struct builder b[2];
+  size_t half = (size_t)mib << 19;
+  for (int i = 0; i < 2; i++)
+    b[i] = (struct builder){.rng = (uint64_t)(seed * 2 + i) * 0x9E3779B97F4A7C15ULL + 1, .bytes = half,
+                            .objs = bench_map(capacity_for(half) * sizeof(void *)), .peer = &b[1 - i]};
+  pthread_barrier_init(&built, NULL, 3);
+  pthread_barrier_init(&measured, NULL, 3);
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, builder_main, &b[i]);
+  pthread_barrier_wait(&built);
+  long peak_kb = bench_rss_kb();
+  pthread_barrier_wait(&measured);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+
+  /* Time zero: the burst is over and its threads are gone. */
+  struct bench_series s;
+  bench_series_init(&s, (size_t)(seconds_ms / interval_ms) + 2);
+  uint64_t rng = (uint64_t)seed;
+  long fall_ms = -1, min_kb = peak_kb;
+  for (long at = 0;; at += interval_ms) {
+    bench_series_sample(&s);
+    long kb = s.rss_kb[s.n - 1];
+    if (kb < min_kb) min_kb = kb;
+    if (fall_ms < 0 && kb < peak_kb / 2) fall_ms = (long)s.t_ms[s.n - 1];
+    if (at >= seconds_ms) break;
+    /* Aim at the next multiple of the interval, so samples do not drift. */
+    double wait = (double)(at + interval_ms) - bench_ms_since(s.t0_ns);
+    between_samples(wait > 0 ? wait : 0, (int)activity, &rng);
+  }
+
+  size_t live_bytes = b[0].live_bytes + b[1].live_bytes;
+  printf("result peak_kb=%ld start_kb=%ld end_kb=%ld min_kb=%ld live_kb=%zu fall_ms=%ld\n", peak_kb,
+         s.rss_kb[0], s.rss_kb[s.n - 1], min_kb, live_bytes / 1024, fall_ms);
+  bench_series_print(&s);
+  for (int i = 0; i < 2; i++) {
+    for (size_t k = 0; k < b[i].n; k += (size_t)keep_every) free(b[i].objs[k]);
+    bench_unmap(b[i].objs, capacity_for(half) * sizeof(void *));
+  }
+  bench_series_free(&s);
+  return 0;
+}

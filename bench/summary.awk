@@ -1,0 +1,134 @@
+# summary.awk — medians.csv to summary.md: a headline table of the key metric
+# medians, then per workload and case a table with one column per allocator and,
+# for each metric, the median, the min–max range, the ratio to glibc's median and
+# the ratio to the best median among the *other* allocator families (glibc-notrim
+# is not "other" than glibc, ebb-bg not other than ebb). Ratios are computed from
+# the medians of this run only. Plain POSIX awk (Debian's mawk).
+#
+# Variables: allocs (column order), mode, runs, floor_runs, wall, machine (a file
+# inserted as is), cmd.
+BEGIN {
+  FS = ","
+  nalloc = split(allocs, A, " ")
+  split("churn:us_per_cycle churn:faults_per_cycle churn:rss_kb render:us_per_cycle floor:end_kb " \
+        "prover:floor_kb prover:peak_kb prover:rounds_per_s growth:ms_per_cycle growth:faults_per_cycle " \
+        "larson:mops_per_s loop:ns_per_pair loop:ir_per_pair", H, " ")
+  title["churn"] = "Instance churn (WebAssembly-runtime-like requests)"
+  title["render"] = "Render churn (build and serialise a JSON-like tree)"
+  title["floor"] = "RSS floor (256 MiB burst, 1 block in 512 kept, threads exit)"
+  title["prover"] = "Prover scratch (2 threads x 32 MiB per round, then idle)"
+  title["growth"] = "Large growth (realloc by 1.5x from 1 KiB to 64 MiB)"
+  title["larson"] = "Larson server simulation (cross-thread frees)"
+  title["loop"] = "Single-thread alloc/free loop (8-512 B)"
+}
+NR == 1 { next }
+{
+  wc = $1 SUBSEP $2
+  if (!(wc in seen_wc)) { seen_wc[wc] = 1; wcs[++nwc] = wc }
+  if (!(wc SUBSEP $4 in seen_m)) { seen_m[wc, $4] = 1; metrics[wc, ++nm[wc]] = $4 }
+  med[wc, $4, $3] = $5; lo[wc, $4, $3] = $6; hi[wc, $4, $3] = $7; cnt[wc, $4, $3] = $8
+  served[wc, $3] = $9
+}
+
+function higher_better(m) { return m == "mops_per_s" || m == "rounds_per_s" }
+function informational(m) { return m == "out_bytes" || m == "allocs_per_cycle" || m == "live_kb" || m == "fall_ms" }
+function family(a) { sub(/-.*/, "", a); return a }
+function label(m) {
+  if (m ~ /_kb$/) { sub(/_kb$/, "", m); m = m " MiB" }
+  if (informational(m)) return m
+  return m (higher_better(m) ? " ↑" : " ↓")
+}
+function scale(m, v) { return m ~ /_kb$/ ? v / 1024 : v }
+function fmt(m, v,    a) {
+  if (m == "fall_ms" && v < 0) return "never"
+  v = scale(m, v); a = v < 0 ? -v : v
+  if (a >= 1000) return sprintf("%.0f", v)
+  if (a >= 100) return sprintf("%.1f", v)
+  if (a >= 10) return sprintf("%.2f", v)
+  return sprintf("%.3g", v)
+}
+function ratio(x, y) { return (y == 0 || x == "" || y == "") ? "–" : sprintf("%.2f", x / y) }
+function better(m, x, y) { return higher_better(m) ? x > y : x < y }
+# The best allocator of another family than a, for metric m of case wc, or "".
+function best_other(wc, m, a,    i, b, best) {
+  best = ""
+  for (i = 1; i <= nalloc; i++) {
+    b = A[i]
+    if (family(b) == family(a) || !((wc, m, b) in med)) continue
+    if (best == "" || better(m, med[wc, m, b], med[wc, m, best])) best = b
+  }
+  return best
+}
+function header_row(first, lead,    i, s, d) {
+  s = "| " first; d = "|---"
+  for (i = 2; i <= lead; i++) d = d "|---"
+  for (i = 1; i <= nalloc; i++) { s = s " | " A[i]; d = d "|---:" }
+  print s " |"; print d "|"
+}
+# One table row: a cell per allocator, what() choosing the content.
+function row(name, wc, m, what,    i, a, s, v, b) {
+  s = "| " name
+  for (i = 1; i <= nalloc; i++) {
+    a = A[i]
+    if (what == "served") { s = s " | " ((wc, a) in served ? served[wc, a] : "–"); continue }
+    if (!((wc, m, a) in med)) { s = s " | –"; continue }
+    v = med[wc, m, a]
+    if (what == "median") s = s " | " fmt(m, v)
+    else if (what == "range") s = s " | " fmt(m, lo[wc, m, a]) "–" fmt(m, hi[wc, m, a])
+    else if (what == "glibc") s = s " | " (((wc, m, "glibc") in med) ? ratio(v, med[wc, m, "glibc"]) : "–")
+    else if (what == "best") { b = best_other(wc, m, a); s = s " | " (b == "" ? "–" : ratio(v, med[wc, m, b]) " " b) }
+  }
+  print s " |"
+}
+function headline(    h, i, j, wl, m, wc, s, a, best, v) {
+  print "## Headline (medians; best of each row in bold)\n"
+  header_row("workload / case | metric", 2)
+  for (h = 1; H[h] != ""; h++) {
+    split(H[h], p, ":"); wl = p[1]; m = p[2]
+    for (i = 1; i <= nwc; i++) {
+      split(wcs[i], k, SUBSEP)
+      if (k[1] != wl || !((wcs[i], m) in seen_m)) continue
+      wc = wcs[i]; best = ""
+      for (j = 1; j <= nalloc; j++)
+        if ((wc, m, A[j]) in med && (best == "" || better(m, med[wc, m, A[j]], med[wc, m, best]))) best = A[j]
+      s = "| " wl " " k[2] " | " label(m)
+      for (j = 1; j <= nalloc; j++) {
+        a = A[j]; v = ((wc, m, a) in med) ? fmt(m, med[wc, m, a]) : "–"
+        s = s " | " (a == best ? "**" v "**" : v)
+      }
+      print s " |"
+    }
+  }
+  print ""
+}
+function details(    i, j, wc, k, m, last) {
+  for (i = 1; i <= nwc; i++) {
+    wc = wcs[i]; split(wc, k, SUBSEP)
+    if (k[1] != last) { print "## " k[1] ": " (k[1] in title ? title[k[1]] : "") "\n"; last = k[1] }
+    print "### " k[1] " / " k[2] "\n"
+    header_row("metric", 1)
+    row("served by", wc, "", "served")
+    for (j = 1; j <= nm[wc]; j++) {
+      m = metrics[wc, j]
+      row("**" label(m) "** median", wc, m, "median")
+      row("min–max", wc, m, "range")
+      if (informational(m)) continue
+      row("× glibc", wc, m, "glibc")
+      row("× best other", wc, m, "best")
+    }
+    print ""
+  }
+}
+END {
+  print "# ebb benchmark summary\n"
+  print "Command: `" cmd "` (mode " mode "), wall time " wall ".  "
+  print "Runs per cell: " runs " (floor: " floor_runs ", callgrind: 1); allocators interleaved, order rotated per run.  "
+  print "Cells: median over the runs, min–max their range; × glibc = median / glibc's median; " \
+        "× best other = median / the best median of another allocator family (named). " \
+        "↓ lower is better, ↑ higher is better. *_kb metrics are shown in MiB.\n"
+  print "## Machine\n"
+  while ((getline line < machine) > 0) print line
+  print ""
+  headline()
+  details()
+}

@@ -1,0 +1,76 @@
+/* ebb.h — the public interface of ebb, an mmap-only malloc with per-thread arenas
+ * and decay-based page return.
+ *
+ * Besides the standard names (malloc, free, ... exported by libebb.so and libebb.a),
+ * every function is also available under an ebb_ name that works without
+ * overriding anything. See docs/api.md for the guarantees of each function. */
+#ifndef EBB_H
+#define EBB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EBB_VERSION_MAJOR 0
+#define EBB_VERSION_MINOR 1
+
+/* The malloc family under ebb_ names. Same contracts as the standard ones (glibc's
+ * choices where the standard leaves one: malloc(0) returns a unique pointer,
+ * realloc(p, 0) frees p and returns NULL). */
+void *ebb_malloc(size_t size);
+void ebb_free(void *p);
+void *ebb_calloc(size_t n, size_t size);
+void *ebb_realloc(void *p, size_t size);
+void *ebb_reallocarray(void *p, size_t n, size_t size);
+int ebb_posix_memalign(void **out, size_t alignment, size_t size);
+void *ebb_aligned_alloc(size_t alignment, size_t size);
+void *ebb_memalign(size_t alignment, size_t size);
+void *ebb_valloc(size_t size);
+void *ebb_pvalloc(size_t size);
+size_t ebb_malloc_usable_size(const void *p);
+void ebb_free_sized(void *p, size_t size);
+void ebb_free_aligned_sized(void *p, size_t alignment, size_t size);
+
+/* 1 if p is the start of a block ebb handed out and has not seen freed, else 0.
+ * Never aborts; safe on any pointer value. */
+int ebb_owns(const void *p);
+
+/* First-class arenas: allocate many blocks, free them all at once.
+ * An arena may be used by one thread at a time (the caller serialises calls on
+ * the same arena); a block from it may be passed to free() from any thread. */
+typedef struct ebb_arena ebb_arena_t;
+ebb_arena_t *ebb_arena_create(void);
+void *ebb_arena_malloc(ebb_arena_t *a, size_t size);
+void *ebb_arena_calloc(ebb_arena_t *a, size_t n, size_t size);
+void *ebb_arena_realloc(ebb_arena_t *a, void *p, size_t size);
+/* Frees every block of the arena and returns its memory to the kernel. */
+void ebb_arena_destroy(ebb_arena_t *a);
+
+/* Memory accounting, summed over all arenas. Byte counts are of memory the
+ * allocator mapped from the kernel. */
+struct ebb_stats {
+  size_t mapped;        /* bytes currently mapped (chunks and large blocks) */
+  size_t active;        /* bytes in pages and large blocks serving live blocks */
+  size_t dirty;         /* freed bytes still resident, waiting for decay */
+  size_t purged;        /* bytes returned to the kernel since start (cumulative) */
+  size_t allocated;     /* bytes in live blocks (usable sizes), approximate */
+  uint64_t mmap_calls;  /* mmap calls since start */
+  uint64_t munmap_calls;/* munmap calls since start */
+  uint64_t madvise_calls;/* madvise (purge) calls since start */
+  uint64_t arenas;      /* arenas in existence (thread and first-class) */
+};
+void ebb_stats(struct ebb_stats *out);
+/* Writes the stats summary to fd (what EBB_STATS=1 prints at exit). */
+void ebb_stats_print(int fd);
+
+/* Returns all dirty memory of all arenas to the kernel now. Returns the number
+ * of bytes purged. malloc_trim(0) does the same. */
+size_t ebb_trim(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
