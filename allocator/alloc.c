@@ -28,7 +28,7 @@ typedef struct {
 EBB_INLINE owner_t lookup(const void *p, const char *func) {
   void *h = registry_get(p);
   chunk_t *c = chunk_of(p);
-  if (likely(h == c && h)) {
+  if (likely(h == c && h && c->kind == HDR_CHUNK)) {
     page_t *pg = chunk_page_of(c, p);
     EBB_CHECK(pg->cls < NCLASSES && page_block_index(pg, p) != UINT32_MAX, func, "invalid pointer", p);
     return (owner_t){c, pg, NULL};
@@ -145,7 +145,7 @@ EBB_EXPORT int ebb_owns(const void *p) {
   void *h = p ? registry_get(p) : NULL;
   if (!h) return 0;
   chunk_t *c = chunk_of(p);
-  if (h != c) return ((huge_t *)h)->kind == HDR_HUGE && ((huge_t *)h)->user == p;
+  if (h != c || c->kind != HDR_CHUNK) return ((huge_t *)h)->kind == HDR_HUGE && ((huge_t *)h)->user == p;
   page_t *pg = chunk_page_of(c, p);
   if (pg->cls >= NCLASSES || page_block_index(pg, p) == UINT32_MAX || block_parked(pg, p)) return 0;
   const block_t *b = p;

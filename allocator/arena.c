@@ -151,16 +151,17 @@ static page_t *arena_page_new(arena_t *a, unsigned cls) {
 static size_t purge_oldest_locked(arena_t *a, uint64_t now);
 static void background_maybe_start(void);
 
-/* An empty page goes back to its chunk, dirty; the cap on dirty memory is
- * enforced right here, so a burst of frees cannot pile up until the timer. */
-static void arena_page_retire(arena_t *a, page_t *pg) {
+/* An empty page goes back to its chunk, dirty since `since` (now, or for a page
+ * found idle by a decay pass, when it was last allocated from); the cap on dirty
+ * memory is enforced right here, so a burst of frees cannot pile up until the timer. */
+static void arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
   ebb_assert(pg->used == 0 && !pg->remote_pending && !pg->full);
   queue_remove(a, pg);
   size_t span = page_span(pg);
   spin_lock(&a->lock);
   uint64_t now = os_now_ms();
   a->now = now;
-  chunk_give_span(chunk_of(pg), pg, now);
+  chunk_give_span(chunk_of(pg), pg, since ? since : now);
   stat_add(&a->active, -(ptrdiff_t)span);
   atomic_fetch_sub_explicit(&active_total, span, memory_order_relaxed);
   dirty_add(a, (ptrdiff_t)span);
@@ -197,7 +198,7 @@ void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
 void arena_free_local_slow(arena_t *a, page_t *pg) {
   if (pg->full) page_unmark_full(a, pg);
   if (pg->used == 0 && a->direct[pg->cls] != pg && !pg->remote_pending) {
-    arena_page_retire(a, pg);
+    arena_page_retire(a, pg, 0);
     background_maybe_start(); /* here, not in retire: it may call malloc */
   }
 }
@@ -272,7 +273,7 @@ static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool 
   bool is_direct = a->direct[pg->cls] == pg;
   bool idle = force || (decay_page_idle(pg->touched, now, (uint64_t)opt.decay_ms) && (!is_direct || owner_idle));
   if (pg->used == 0 && !pg->remote_pending && (!is_direct || idle)) {
-    arena_page_retire(a, pg);
+    arena_page_retire(a, pg, idle && !force ? pg->touched : 0);
     return 0;
   }
   if (!idle || pg->used == pg->purge_used) return 0;

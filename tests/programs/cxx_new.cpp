@@ -1,0 +1,202 @@
+/* cxx_new.cpp — run by tests/integration/test_cxx.c with LD_PRELOAD=build/libebb.so
+ * (it is not linked with ebb): every form of operator new and delete (plain,
+ * array, nothrow, sized, aligned, and their combinations) must hand out ebb's
+ * blocks, aligned as asked, and free them. ebb_owns is found with dlsym, so
+ * the program also says clearly when ebb is not there at all.
+ * Prints "FAIL ..." for each broken expectation and "OK" at the end; the exit
+ * status is the number of failures (2 when ebb is absent). */
+#include <dlfcn.h>
+
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+#pragma GCC diagnostic ignored "-Wuse-after-free" /* freed() looks at freed pointers on purpose */
+#endif
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+static int (*owns)(const void *);
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      std::printf("FAIL line %d: %s: ", __LINE__, #cond);                                          \
+      std::printf(__VA_ARGS__);                                                                    \
+      std::printf("\n");                                                                           \
+      failures++;                                                                                  \
+    }                                                                                              \
+  } while (0)
+
+static volatile std::size_t huge = SIZE_MAX / 4; /* volatile: no compile-time size warnings */
+
+static bool aligned(const void *p, std::size_t a) { return (reinterpret_cast<std::uintptr_t>(p) & (a - 1)) == 0; }
+
+/* A live block from ebb: owned, aligned, writable. */
+static void live(void *p, std::size_t size, std::size_t align, const char *form) {
+  CHECK(p != nullptr, "%s(%zu) returned NULL", form, size);
+  if (!p) return;
+  CHECK(owns(p), "%s(%zu, align %zu) = %p is not ebb's", form, size, align, p);
+  CHECK(aligned(p, align), "%s(%zu) = %p is not %zu-aligned", form, size, p, align);
+  std::memset(p, 0x5e, size);
+}
+static void freed(void *p, const char *form) { CHECK(!owns(p), "%s left %p live", form, p); }
+
+static const std::size_t sizes[] = {0, 1, 16, 100, 4096, 100000, 3u << 20};
+static const std::size_t aligns[] = {16, 32, 64, 256, 4096, 65536, 1u << 20};
+
+static void plain_forms() {
+  for (std::size_t s : sizes) {
+    void *p = ::operator new(s);
+    live(p, s, 16, "operator new");
+    ::operator delete(p);
+    freed(p, "operator delete(void *)");
+    p = ::operator new(s);
+    live(p, s, 16, "operator new");
+    ::operator delete(p, s);
+    freed(p, "operator delete(void *, size_t)");
+    p = ::operator new[](s);
+    live(p, s, 16, "operator new[]");
+    ::operator delete[](p);
+    freed(p, "operator delete[](void *)");
+    p = ::operator new[](s);
+    live(p, s, 16, "operator new[]");
+    ::operator delete[](p, s);
+    freed(p, "operator delete[](void *, size_t)");
+    p = ::operator new(s, std::nothrow);
+    live(p, s, 16, "operator new(nothrow)");
+    ::operator delete(p, std::nothrow);
+    freed(p, "operator delete(void *, nothrow)");
+    p = ::operator new[](s, std::nothrow);
+    live(p, s, 16, "operator new[](nothrow)");
+    ::operator delete[](p, std::nothrow);
+    freed(p, "operator delete[](void *, nothrow)");
+  }
+}
+
+static void aligned_forms() {
+  for (std::size_t a : aligns)
+    for (std::size_t s : sizes) {
+      std::align_val_t al{a};
+      void *p = ::operator new(s, al);
+      live(p, s, a, "operator new(align)");
+      ::operator delete(p, al);
+      freed(p, "operator delete(void *, align)");
+      p = ::operator new(s, al);
+      live(p, s, a, "operator new(align)");
+      ::operator delete(p, s, al);
+      freed(p, "operator delete(void *, size_t, align)");
+      p = ::operator new[](s, al);
+      live(p, s, a, "operator new[](align)");
+      ::operator delete[](p, al);
+      freed(p, "operator delete[](void *, align)");
+      p = ::operator new[](s, al);
+      live(p, s, a, "operator new[](align)");
+      ::operator delete[](p, s, al);
+      freed(p, "operator delete[](void *, size_t, align)");
+      p = ::operator new(s, al, std::nothrow);
+      live(p, s, a, "operator new(align, nothrow)");
+      ::operator delete(p, al, std::nothrow);
+      freed(p, "operator delete(void *, align, nothrow)");
+      p = ::operator new[](s, al, std::nothrow);
+      live(p, s, a, "operator new[](align, nothrow)");
+      ::operator delete[](p, al, std::nothrow);
+      freed(p, "operator delete[](void *, align, nothrow)");
+    }
+}
+
+struct alignas(128) Over {
+  char bytes[200];
+};
+struct Plain {
+  int x[10];
+  ~Plain() {} /* non-trivial: new[] stores a cookie in front of the elements */
+};
+
+static void expressions() {
+  int *i = new int(7);
+  live(i, sizeof *i, 16, "new int");
+  delete i;
+  Over *o = new Over;
+  live(o, sizeof *o, 128, "new Over (alignas 128)");
+  delete o;
+  Over *oa = new Over[5];
+  live(oa, 5 * sizeof *oa, 128, "new Over[5]");
+  delete[] oa;
+  Plain *pa = new Plain[3];
+  /* The block starts before pa (the array cookie); pa itself is interior. */
+  CHECK(!owns(pa), "new Plain[3] returned a block start: no array cookie?");
+  delete[] pa;
+  std::vector<std::string> v;
+  for (int k = 0; k < 1000; k++) v.emplace_back(100, 'x');
+  CHECK(owns(v.data()), "vector storage is not ebb's");
+  CHECK(owns(v[500].data()), "string storage is not ebb's");
+  auto u = std::make_unique<Over[]>(3);
+  CHECK(owns(u.get()), "make_unique<Over[]> storage is not ebb's");
+}
+
+static int handler_calls;
+static void handler() {
+  handler_calls++;
+  std::set_new_handler(nullptr); /* next failure throws */
+}
+
+static void failures_throw_or_return_null() {
+  bool threw = false;
+  try {
+    void *p = ::operator new(huge);
+    ::operator delete(p);
+  } catch (const std::bad_alloc &) {
+    threw = true;
+  }
+  CHECK(threw, "operator new(huge) did not throw std::bad_alloc");
+  threw = false;
+  try {
+    void *p = ::operator new[](huge, std::align_val_t{64});
+    ::operator delete[](p, std::align_val_t{64});
+  } catch (const std::bad_alloc &) {
+    threw = true;
+  }
+  CHECK(threw, "operator new[](huge, align) did not throw std::bad_alloc");
+  CHECK(::operator new(huge, std::nothrow) == nullptr, "nothrow new(huge) != nullptr");
+  CHECK(::operator new[](huge, std::nothrow) == nullptr, "nothrow new[](huge) != nullptr");
+  CHECK(::operator new(huge, std::align_val_t{4096}, std::nothrow) == nullptr, "nothrow aligned new(huge)");
+  /* The new_handler is called before giving up. */
+  std::set_new_handler(handler);
+  threw = false;
+  try {
+    void *p = ::operator new(huge);
+    ::operator delete(p);
+  } catch (const std::bad_alloc &) {
+    threw = true;
+  }
+  CHECK(threw && handler_calls == 1, "new_handler called %d times (expected 1), threw %d", handler_calls,
+        (int)threw);
+  /* operator new(0) gives distinct blocks */
+  void *a = ::operator new(0), *b = ::operator new(0);
+  CHECK(a && b && a != b, "operator new(0) twice: %p %p", a, b);
+  ::operator delete(a);
+  ::operator delete(b);
+  ::operator delete(nullptr);
+  ::operator delete[](nullptr);
+  ::operator delete(nullptr, std::align_val_t{64});
+}
+
+int main() {
+  owns = reinterpret_cast<int (*)(const void *)>(dlsym(RTLD_DEFAULT, "ebb_owns"));
+  if (!owns) {
+    std::printf("FAIL: ebb_owns not found: libebb.so is not loaded\n");
+    return 2;
+  }
+  plain_forms();
+  aligned_forms();
+  expressions();
+  failures_throw_or_return_null();
+  std::printf("%s\n", failures ? "FAILED" : "OK");
+  return failures;
+}

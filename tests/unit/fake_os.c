@@ -1,0 +1,100 @@
+/* fake_os.c — implements allocator/os.h for unit tests (see fake_os.h). */
+#include "fake_os.h"
+#include "os.h"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+uint64_t fake_now = 1000;
+size_t fake_maps, fake_unmaps, fake_purges, fake_purged_bytes;
+const char *fake_env[16];
+char fake_stderr[4096];
+size_t fake_stderr_len;
+os_counters_t os_counters;
+
+#define MAX_RANGES 65536
+static struct {
+  const char *p;
+  size_t n;
+} ranges[MAX_RANGES];
+static size_t nranges;
+
+void fake_reset(void) {
+  fake_maps = fake_unmaps = fake_purges = fake_purged_bytes = 0;
+  nranges = 0;
+  fake_stderr_len = 0;
+  fake_stderr[0] = 0;
+}
+
+int fake_was_purged(const void *p, size_t n) {
+  const char *a = p, *b = a + n;
+  for (const char *c = a; c < b; c += 4096) {
+    int hit = 0;
+    for (size_t i = 0; i < nranges && !hit; i++) hit = c >= ranges[i].p && c < ranges[i].p + ranges[i].n;
+    if (!hit) return 0;
+  }
+  return 1;
+}
+
+void *os_map(size_t size) {
+  fake_maps++;
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+void *os_map_aligned(size_t size, size_t align) {
+  char *p = os_map(size + align);
+  if (!p) return NULL;
+  char *q = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
+  if (q > p) munmap(p, (size_t)(q - p));
+  size_t tail = (size_t)((p + size + align) - (q + size));
+  if (tail) munmap(q + size, tail);
+  return q;
+}
+
+void os_unmap(void *p, size_t size) {
+  fake_unmaps++;
+  munmap(p, size);
+}
+
+void os_purge(void *p, size_t size, bool use_free) {
+  (void)use_free;
+  fake_purges++;
+  fake_purged_bytes += size;
+  if (nranges < MAX_RANGES) ranges[nranges++] = (typeof(ranges[0])){p, size};
+  madvise(p, size, MADV_DONTNEED);
+}
+
+bool os_resize_inplace(void *p, size_t old_size, size_t new_size) {
+  return mremap(p, old_size, new_size, 0) != MAP_FAILED;
+}
+
+void *os_move_aligned(void *p, size_t old_size, size_t new_size, size_t align) {
+  char *dst = os_map_aligned(new_size, align);
+  if (!dst) return NULL;
+  void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
+  return q == MAP_FAILED ? NULL : q;
+}
+
+uint64_t os_now_ms(void) { return __atomic_load_n(&fake_now, __ATOMIC_RELAXED); }
+size_t os_page_size(void) { return 4096; }
+
+const char *os_getenv(const char *name) {
+  size_t n = strlen(name);
+  for (int i = 0; i < 16 && fake_env[i]; i++)
+    if (strncmp(fake_env[i], name, n) == 0 && fake_env[i][n] == '=') return fake_env[i] + n + 1;
+  return NULL;
+}
+
+void os_write(int fd, const char *s, size_t n) {
+  if (fd == 2 && fake_stderr_len + n < sizeof fake_stderr) {
+    memcpy(fake_stderr + fake_stderr_len, s, n);
+    fake_stderr_len += n;
+    fake_stderr[fake_stderr_len] = 0;
+  }
+  (void)!write(fd, s, n);
+}
+
+void os_abort(void) { abort(); }
+uint64_t os_random_seed(void) { return 0x9e3779b97f4a7c15ull; }

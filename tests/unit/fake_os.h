@@ -1,0 +1,18 @@
+/* fake_os.h — the unit tests' stand-in for allocator/os.c: real memory, but a
+ * settable clock, a fake environment, captured stderr, and a record of every
+ * map, unmap and purge (habit 4: a test seam for the OS layer). */
+#ifndef FAKE_OS_H
+#define FAKE_OS_H
+#include <stddef.h>
+#include <stdint.h>
+
+extern uint64_t fake_now;           /* what os_now_ms returns */
+extern size_t fake_maps, fake_unmaps, fake_purges; /* call counts */
+extern size_t fake_purged_bytes;    /* bytes passed to os_purge */
+extern const char *fake_env[16];    /* "NAME=value" strings seen by os_getenv */
+extern char fake_stderr[4096];      /* what was written to fd 2 */
+extern size_t fake_stderr_len;
+void fake_reset(void);
+/* Whether [p, p+n) was purged since the last fake_reset. */
+int fake_was_purged(const void *p, size_t n);
+#endif

@@ -1,0 +1,136 @@
+/* Decay, driven by the fake clock: the pure policy, then the whole allocator
+ * (ebb_* names, no override) returning memory on time, at the cap, from
+ * abandoned arenas, and from the background thread with no activity at all. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <unistd.h>
+#include "arena.h"
+#include "ebb.h"
+#include "fake_os.h"
+
+Test(decay_policy, expiry_is_exactly_the_decay_time) {
+  cr_assert_not(decay_expired(1000, 1499, 500));
+  cr_assert(decay_expired(1000, 1500, 500));
+  cr_assert(decay_expired(1000, 1000, 0));
+  cr_assert_not(decay_expired(2000, 1000, 0), "a stamp from the future never expires");
+  cr_assert_eq(decay_next_deadline(1000, 1200, 500), 1500);
+  cr_assert_eq(decay_next_deadline(1000, 1700, 500), 1700);
+}
+
+Test(decay_policy, dirty_limit_in_bytes_or_percent_with_a_floor) {
+  cr_assert_eq(decay_dirty_limit(64 << 20, 0), 64 << 20);
+  cr_assert_eq(decay_dirty_limit(-50, (size_t)1 << 30), (size_t)512 << 20);
+  cr_assert_eq(decay_dirty_limit(-50, 1 << 20), DECAY_PCT_FLOOR);
+  cr_assert_eq(decay_dirty_limit(0, 1 << 30), 0);
+}
+
+static void activity(int n) { /* enough local frees for several clock reads */
+  for (int i = 0; i < n; i++) ebb_free(ebb_malloc(32));
+}
+
+static struct ebb_stats stats(void) {
+  struct ebb_stats s;
+  ebb_stats(&s);
+  return s;
+}
+
+static void setup(void) {
+  fake_reset();
+  opt.decay_ms = 500;
+  opt.dirty_max = (int64_t)1 << 40;
+  opt.background = 0;
+  activity(200); /* creates this thread's arena and its 32-byte page */
+}
+TestSuite(decay, .init = setup);
+
+Test(decay, nothing_before_the_decay_time_everything_after) {
+  static void *p[1024];
+  for (int i = 0; i < 1024; i++) p[i] = ebb_malloc(4096);
+  for (int i = 0; i < 1024; i++) ebb_free(p[i]);
+  size_t dirty = stats().dirty;
+  cr_assert_geq(dirty, (size_t)3 << 20, "freed pages wait, resident (dirty %zu)", dirty);
+  fake_reset();
+  fake_now += 499;
+  activity(1000);
+  cr_assert_eq(stats().dirty, dirty, "nothing is purged before the decay time");
+  cr_assert_eq(fake_purges, 0);
+  fake_now += 1 + GLOBAL_CHECK_MS; /* the decay time, plus at most one check interval */
+  activity(1000);
+  cr_assert_eq(stats().dirty, 0, "everything is purged once it has decayed");
+  cr_assert_geq(fake_purged_bytes, dirty);
+  cr_assert_lt(fake_purges, 8, "contiguous runs go back in one madvise each, not per block (%zu)", fake_purges);
+}
+
+Test(decay, the_dirty_cap_is_enforced_at_once) {
+  opt.dirty_max = 1 << 20;
+  static void *p[2048];
+  for (int i = 0; i < 2048; i++) p[i] = ebb_malloc(4096);
+  for (int i = 0; i < 2048; i++) ebb_free(p[i]);
+  struct ebb_stats s = stats();
+  cr_assert_leq(s.dirty, (1 << 20) + UNIT_SIZE, "dirty %zu", s.dirty);
+  cr_assert_geq(fake_purged_bytes, (size_t)6 << 20);
+}
+
+Test(decay, trim_returns_everything_now) {
+  static void *p[512];
+  for (int i = 0; i < 512; i++) p[i] = ebb_malloc(8192);
+  for (int i = 0; i < 512; i++) ebb_free(p[i]);
+  cr_assert_gt(stats().dirty, 0);
+  size_t n = ebb_trim();
+  cr_assert_gt(n, 0);
+  cr_assert_eq(stats().dirty, 0);
+}
+
+/* A thread allocates, frees all but one block in 512, and exits. */
+static void *churn_and_exit(void *arg) {
+  size_t n = (size_t)(uintptr_t)arg;
+  void **p = ebb_malloc(n * sizeof *p);
+  for (size_t i = 0; i < n; i++) p[i] = ebb_malloc(64 + (i % 8) * 16);
+  for (size_t i = 0; i < n; i++)
+    if (i % 512) ebb_free(p[i]);
+  return NULL; /* the survivors and p stay live */
+}
+
+static void run_thread(size_t n) {
+  pthread_t t;
+  pthread_create(&t, NULL, churn_and_exit, (void *)(uintptr_t)n);
+  pthread_join(t, NULL);
+}
+
+Test(decay, abandoned_arena_is_purged_by_another_threads_activity) {
+  run_thread(100000);
+  size_t active = stats().active;
+  fake_reset();
+  fake_now += 501;
+  activity(2000);
+  struct ebb_stats s = stats();
+  cr_assert_eq(s.dirty, 0);
+  /* 100000 blocks of ~120 B is ~12 MiB; one in 512 live pins at most one 4 KiB granule each */
+  cr_assert_geq(fake_purged_bytes, (size_t)8 << 20, "purged %zu (active before %zu)", fake_purged_bytes, active);
+}
+
+Test(decay, background_thread_purges_with_no_activity) {
+  opt.background = 1;
+  run_thread(50000);
+  fake_reset();
+  __atomic_store_n(&fake_now, fake_now + 600, __ATOMIC_RELAXED);
+  for (int i = 0; i < 300 && (stats().dirty || fake_purged_bytes < ((size_t)4 << 20)); i++) usleep(10000);
+  cr_assert_eq(stats().dirty, 0);
+  cr_assert_geq(fake_purged_bytes, (size_t)4 << 20, "purged %zu", fake_purged_bytes);
+}
+
+Test(decay, a_live_threads_pages_are_left_to_it) {
+  static void *p[4096];
+  for (int i = 0; i < 4096; i++) p[i] = ebb_malloc(64);
+  for (int i = 0; i < 4096; i++)
+    if (i % 512) ebb_free(p[i]);
+  fake_reset();
+  fake_now += 100; /* well within the decay time: nothing goes */
+  activity(500);
+  cr_assert_eq(fake_purged_bytes, 0);
+  fake_now += 1000; /* decayed: the idle pages' free granules go, live blocks keep theirs */
+  for (int i = 0; i < 4096; i += 512) *(volatile char *)p[i] = 1;
+  activity(500);
+  cr_assert_geq(fake_purged_bytes, (size_t)3 * 14 * 4096);
+  for (int i = 0; i < 4096; i += 512) cr_assert_eq(*(volatile char *)p[i], 1);
+}

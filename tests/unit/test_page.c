@@ -1,0 +1,135 @@
+/* Page internals: lazy carving, the free lists, remote-free collection, and
+ * returning wholly free granules to the kernel while live blocks keep theirs. */
+#include <criterion/criterion.h>
+#include <string.h>
+#include "chunk.h"
+#include "fake_os.h"
+
+static page_t *new_page(size_t size) {
+  sizeclass_init();
+  page_key = 0x1234567;
+  unsigned cls = size_class(size);
+  chunk_t *c = chunk_new(NULL);
+  cr_assert_not_null(c);
+  page_t *pg = chunk_take_span(c, class_info[cls].units, false);
+  cr_assert_not_null(pg);
+  page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT));
+  return pg;
+}
+
+static void *pop(page_t *pg) {
+  if (!pg->free && !page_refill(pg)) return NULL;
+  block_t *b = pg->free;
+  pg->free = b->next;
+  b->cookie = 0;
+  pg->used++;
+  return b;
+}
+
+static void push(page_t *pg, void *p) {
+  page_push_local(pg, p);
+  pg->used--;
+}
+
+static void remote_push(page_t *pg, void *p) {
+  block_t *b = p;
+  b->next = (block_t *)atomic_load(&pg->xfree);
+  b->cookie = page_cookie(b);
+  atomic_store(&pg->xfree, (uintptr_t)b);
+}
+
+Test(page, carving_is_lazy_and_yields_every_block_once) {
+  page_t *pg = new_page(64);
+  cr_assert(page_refill(pg));
+  cr_assert_leq(pg->carved, 64, "the first refill touches about one OS page");
+  static void *seen[UNIT_SIZE / 16];
+  uint32_t n = 0;
+  for (void *p; (p = pop(pg)) != NULL; n++) {
+    cr_assert_eq((uintptr_t)p % 16, 0);
+    cr_assert_eq(page_block_index(pg, p), n, "blocks come out in address order");
+    seen[n] = p;
+  }
+  cr_assert_eq(n, pg->capacity);
+  cr_assert_eq(pg->used, pg->capacity);
+  for (uint32_t i = 0; i < n; i++) push(pg, seen[i]);
+  cr_assert_eq(pg->used, 0);
+  cr_assert(page_is_valid(pg));
+}
+
+Test(page, interior_and_uncarved_pointers_are_not_blocks) {
+  page_t *pg = new_page(48);
+  char *p = pop(pg);
+  cr_assert_eq(page_block_index(pg, p), 0);
+  cr_assert_eq(page_block_index(pg, p + 1), UINT32_MAX);
+  cr_assert_eq(page_block_index(pg, p + 16), UINT32_MAX);
+  cr_assert_eq(page_block_index(pg, pg->start + 48 * (pg->capacity - 1)), UINT32_MAX, "not carved yet");
+}
+
+Test(page, remote_frees_are_collected_by_the_owner) {
+  page_t *pg = new_page(128);
+  void *a = pop(pg), *b = pop(pg), *c = pop(pg);
+  remote_push(pg, a);
+  remote_push(pg, c);
+  cr_assert_eq(pg->used, 3);
+  cr_assert(page_holds_free(pg, a));
+  cr_assert_not(page_holds_free(pg, b));
+  cr_assert_eq(page_collect(pg), 2);
+  cr_assert_eq(pg->used, 1);
+  cr_assert(page_holds_free(pg, c));
+  cr_assert(page_is_valid(pg));
+}
+
+/* Blocks 0 and 700 of a 64-byte page stay live: only their granules stay. */
+Test(page, purge_returns_free_granules_and_keeps_live_ones) {
+  fake_reset();
+  page_t *pg = new_page(64);
+  static void *blk[UNIT_SIZE / 64];
+  for (uint32_t i = 0; i < pg->capacity; i++) blk[i] = pop(pg);
+  memset(blk[0], 0xAB, 64);
+  memset(blk[700], 0xCD, 64);
+  for (uint32_t i = 0; i < pg->capacity; i++)
+    if (i != 0 && i != 700) push(pg, blk[i]);
+  size_t bytes = page_purge_free(pg, false);
+  cr_assert_eq(bytes, 14 * 4096);
+  cr_assert_eq(fake_purged_bytes, 14 * 4096);
+  cr_assert(fake_was_purged(pg->start + 4096, 4096));
+  cr_assert_not(fake_was_purged(pg->start, 4096));
+  cr_assert_not(fake_was_purged((char *)blk[700], 64));
+  cr_assert_eq(((unsigned char *)blk[0])[63], 0xAB, "live data survives");
+  cr_assert_eq(((unsigned char *)blk[700])[0], 0xCD);
+  cr_assert(page_is_valid(pg));
+  cr_assert(page_holds_free(pg, blk[100]), "a parked block counts as free");
+  /* everything except the two live blocks comes back, each exactly once */
+  static unsigned char got[UNIT_SIZE / 64];
+  uint32_t n = 0;
+  for (void *p; (p = pop(pg)) != NULL; n++) {
+    uint32_t i = page_block_index(pg, p);
+    cr_assert(i != 0 && i != 700 && !got[i], "block %u handed out twice or while live", i);
+    got[i] = 1;
+  }
+  cr_assert_eq(n, pg->capacity - 2);
+  cr_assert_eq(pg->purged, 0);
+}
+
+/* 48-byte blocks straddle 4 KiB granules: a live block pins both of its granules. */
+Test(page, straddling_live_block_pins_both_granules) {
+  page_t *pg = new_page(48);
+  static void *blk[UNIT_SIZE / 48];
+  for (uint32_t i = 0; i < pg->capacity; i++) blk[i] = pop(pg);
+  uint32_t live = 4096 / 48; /* block 85 spans offsets 4080..4127 */
+  memset(blk[live], 0x5A, 48);
+  for (uint32_t i = 0; i < pg->capacity; i++)
+    if (i != live) push(pg, blk[i]);
+  page_purge_free(pg, false);
+  for (int k = 0; k < 48; k++) cr_assert_eq(((unsigned char *)blk[live])[k], 0x5A);
+  cr_assert_eq(pg->purged & 3, 0);
+  cr_assert(page_is_valid(pg));
+}
+
+Test(page, purge_without_free_granules_does_nothing) {
+  fake_reset();
+  page_t *pg = new_page(4096);
+  for (uint32_t i = 0; i < pg->capacity; i++) pop(pg);
+  cr_assert_eq(page_purge_free(pg, false), 0);
+  cr_assert_eq(fake_purges, 0);
+}
