@@ -2,7 +2,9 @@
  * running shell commands and compilers with their output captured, symbol
  * lookup restricted to libebb, and forked misuse children.
  * Used by every integration test file except test_api.c built alone. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "helpers.h"
 
 #include <dlfcn.h>

@@ -49,26 +49,34 @@ static inline size_t pattern_check(const void *p, size_t n, unsigned seed) {
     if (c[i] != pattern_byte(i, seed)) return i;
   return SIZE_MAX;
 }
-/* The same idea eight bytes at a time, for big blocks. p must be 8-aligned. */
+/* The same idea eight bytes at a time, for big blocks: byte j is byte j % 8 of
+ * pattern_word(j / 8), so a prefix of a filled block checks as the same pattern.
+ * p must be 8-aligned. */
 static inline uint64_t pattern_word(size_t i, unsigned seed) {
   return ((uint64_t)i * 0x9E3779B97F4A7C15u) ^ ((uint64_t)seed << 40) ^ 0x5bd1e995u;
+}
+static inline unsigned char pattern_word_byte(size_t j, unsigned seed) {
+  uint64_t w = pattern_word(j / 8, seed);
+  return ((const unsigned char *)&w)[j % 8];
 }
 static inline void words_fill(void *p, size_t n, unsigned seed) {
   uint64_t *w = p;
   size_t nw = n / 8;
   for (size_t i = 0; i < nw; i++) w[i] = pattern_word(i, seed);
-  pattern_fill((char *)p + nw * 8, n - nw * 8, seed);
+  for (size_t j = nw * 8; j < n; j++) ((unsigned char *)p)[j] = pattern_word_byte(j, seed);
 }
+/* Offset of the first byte that differs, or SIZE_MAX. */
 static inline size_t words_check(const void *p, size_t n, unsigned seed) {
   const uint64_t *w = p;
-  size_t nw = n / 8;
+  size_t nw = n / 8, j = nw * 8;
   for (size_t i = 0; i < nw; i++)
-    if (w[i] != pattern_word(i, seed))
-      for (size_t b = i * 8;; b++)
-        if (((const unsigned char *)p)[b] != ((const unsigned char *)&(uint64_t){pattern_word(i, seed)})[b - i * 8])
-          return b;
-  size_t t = pattern_check((const char *)p + nw * 8, n - nw * 8, seed);
-  return t == SIZE_MAX ? t : nw * 8 + t;
+    if (w[i] != pattern_word(i, seed)) {
+      j = i * 8;
+      break;
+    }
+  for (; j < n; j++)
+    if (((const unsigned char *)p)[j] != pattern_word_byte(j, seed)) return j;
+  return SIZE_MAX;
 }
 
 /* Offset of the first nonzero byte, or SIZE_MAX. */

@@ -2,7 +2,9 @@
  * range of sizes, through posix_memalign, aligned_alloc, memalign and their ebb_
  * names; the result must be aligned, writable over its whole size without
  * touching its neighbours, big enough, ebb's, and free cleanly. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <malloc.h>

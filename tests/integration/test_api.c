@@ -5,7 +5,9 @@
  * Built twice: into the integration binary, and alone with -DEBB_API_ONLY,
  * statically linked with the valgrind build of libebb.a and run under memcheck;
  * that build uses only the static inline part of helpers.h. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <malloc.h>
@@ -102,7 +104,7 @@ static struct api *std_api(void) {
   static const char *const names[] = {"malloc", "free", "calloc", "realloc", "reallocarray",
                                       "posix_memalign", "aligned_alloc", "memalign", "valloc",
                                       "pvalloc", "malloc_usable_size"};
-  for (size_t i = 0; i < ARRAY_LEN(names); i++) (void)LOOKUP(names[i]);
+  for (size_t i = 0; i < ARRAY_LEN(names); i++) (void)lookup(names[i]);
 #endif
   return hide_ptr(&a);
 }

@@ -1,7 +1,9 @@
 /* test_arena.c — first-class arenas: ebb_arena_create / malloc / calloc /
  * realloc / destroy; destroying returns the arena's memory (mapped and
  * resident); free() of an arena block works, from any thread. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <malloc.h>

@@ -1,7 +1,9 @@
 /* test_heap.c — where the memory comes from and that it goes back: ebb never
  * grows the brk heap ([heap] in /proc/self/smaps stays absent or empty), and
  * freed memory leaves the resident set once trimmed. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <criterion/criterion.h>
 #include <stdlib.h>
 

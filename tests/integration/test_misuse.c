@@ -3,7 +3,9 @@
  * "ebb: <function>(): <what> 0x<pointer>" naming the pointer passed.
  * Each case runs twice: in the test process with Criterion's .signal = SIGABRT,
  * and in a child forked here with stderr captured, to check the message. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <criterion/criterion.h>
 #include <malloc.h>
 #include <signal.h>

@@ -2,7 +2,9 @@
  * the request (0..70000 and huge ones); the whole usable size writable without
  * touching neighbours; realloc across the small / medium / large boundaries
  * keeps contents; calloc zeroes memory that was used before. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <criterion/criterion.h>
 #include <malloc.h>
 #include <stdlib.h>

@@ -3,7 +3,9 @@
  * the archive (dynamic libc, then fully -static), run, and must show that ebb
  * served malloc and operator new (each program checks ebb_owns and ebb_stats
  * itself and prints OK). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <criterion/criterion.h>
 #include <elf.h>
 #include <stdio.h>

@@ -3,7 +3,9 @@
  * serves malloc and friends, including libc's own internal allocations.
  * Prints "FAIL ..." for each broken expectation and "OK" at the end;
  * the exit status is the number of failures. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>

@@ -2,7 +2,9 @@
  * define (mallinfo), linked with build/libebb.a. With -static this pulls
  * libc.a's malloc.o next to ebb's: tests/integration/test_static.c checks which
  * of the two documented outcomes happens. Exit status 0 when ebb serves malloc. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
