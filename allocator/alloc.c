@@ -24,17 +24,22 @@ typedef struct {
   huge_t *huge;
 } owner_t;
 
+EBB_INLINE huge_t *huge_of(void *h) {
+  return ((uintptr_t)h & HUGE_TAG) ? (huge_t *)((char *)h - HUGE_TAG) : NULL;
+}
+
 /* Finds the block p starts, or dies with "invalid pointer" naming func. */
 EBB_INLINE owner_t lookup(const void *p, const char *func) {
   void *h = registry_get(p);
   chunk_t *c = chunk_of(p);
-  if (likely(h == c && h && c->kind == HDR_CHUNK)) {
+  if (likely(h == c && h)) {
     page_t *pg = chunk_page_of(c, p);
-    EBB_CHECK(pg->cls < NCLASSES && page_block_index(pg, p) != UINT32_MAX, func, "invalid pointer", p);
+    EBB_CHECK(page_is_block(pg, p), func, "invalid pointer", p);
     return (owner_t){c, pg, NULL};
   }
-  EBB_CHECK(h && ((huge_t *)h)->kind == HDR_HUGE && ((huge_t *)h)->user == p, func, "invalid pointer", p);
-  return (owner_t){NULL, NULL, h};
+  huge_t *hg = huge_of(h);
+  EBB_CHECK(hg && hg->user == p, func, "invalid pointer", p);
+  return (owner_t){NULL, NULL, hg};
 }
 
 EBB_INLINE size_t usable_of(owner_t o) { return o.chunk ? o.page->block_size : huge_usable(o.huge); }
@@ -109,7 +114,8 @@ EBB_EXPORT void *ebb_malloc(size_t size) {
   return malloc_slow(a, size);
 }
 
-static void free_block(void *p, const char *func) {
+/* Every check, in order: the slow path of free, and realloc's free. */
+static EBB_NOINLINE void free_block(void *p, const char *func) {
   owner_t o = lookup(p, func);
   if (unlikely(!o.chunk)) {
     huge_free(o.huge);
@@ -122,8 +128,24 @@ static void free_block(void *p, const char *func) {
   else arena_free_remote(o.chunk->arena, o.page, p);
 }
 
+/* The fast path: a block of this thread's arena, in a page with no purged
+ * granules and not full, whose cookie says it is live. Anything else takes
+ * free_block, which checks everything again and names the misuse. */
 EBB_EXPORT void ebb_free(void *p) {
-  if (likely(p != NULL)) free_block(p, "free");
+  if (unlikely(p == NULL)) return;
+  void *h = registry_get(p);
+  chunk_t *c = chunk_of(p);
+  arena_t *a = arena_tls;
+  if (likely(h == c && h && c->arena == a)) {
+    page_t *pg = chunk_page_of(c, p);
+    block_t *b = p;
+    track_open(b, sizeof *b);
+    if (likely(page_is_block(pg, p) && !pg->slow_free && b->cookie != page_cookie(b))) {
+      arena_free_local(a, pg, b);
+      return;
+    }
+  }
+  free_block(p, "free");
 }
 
 EBB_EXPORT void ebb_free_sized(void *p, size_t size) {
@@ -145,9 +167,9 @@ EBB_EXPORT int ebb_owns(const void *p) {
   void *h = p ? registry_get(p) : NULL;
   if (!h) return 0;
   chunk_t *c = chunk_of(p);
-  if (h != c || c->kind != HDR_CHUNK) return ((huge_t *)h)->kind == HDR_HUGE && ((huge_t *)h)->user == p;
+  if (h != c) return huge_of(h) && huge_of(h)->user == p;
   page_t *pg = chunk_page_of(c, p);
-  if (pg->cls >= NCLASSES || page_block_index(pg, p) == UINT32_MAX || block_parked(pg, p)) return 0;
+  if (!page_is_block(pg, p) || block_parked(pg, p)) return 0;
   const block_t *b = p;
   track_open((void *)b, sizeof *b);
   bool cookie = b->cookie == page_cookie(b);

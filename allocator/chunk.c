@@ -59,6 +59,9 @@ void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now) {
   uint64_t m = span_mask(first, n);
   for (unsigned k = 0; k < n; k++) {
     c->pages[first + k].cls = PAGE_UNUSED;
+    c->pages[first + k].head_offset = 0;
+    c->pages[first + k].magic = 0;
+    c->pages[first + k].carved_end = 0;
     c->dirty_since[first + k] = now;
   }
   c->free_units |= m;

@@ -19,6 +19,7 @@ typedef struct huge {
 } huge_t;
 
 #define HUGE_HEADER 64
+#define HUGE_TAG ((uintptr_t)1) /* registry values of large blocks carry this bit */
 
 EBB_INLINE size_t huge_usable(const huge_t *h) { return h->map_size - h->offset; }
 huge_t *huge_new(size_t size, size_t align); /* NULL when out of memory */

@@ -11,7 +11,7 @@ uint64_t page_key;
 void page_init(page_t *pg, unsigned cls, char *start) {
   const class_info_t *ci = &class_info[cls];
   pg->free = NULL;
-  pg->used = pg->carved = 0;
+  pg->used = pg->carved = pg->carved_end = 0;
   pg->magic = ci->magic;
   pg->cls = (uint8_t)cls;
   pg->slow_free = pg->full = pg->remote_pending = 0;
@@ -65,6 +65,7 @@ static void page_carve(page_t *pg) {
   if (end > pg->capacity) end = pg->capacity;
   for (uint32_t i = end; i-- > pg->carved;) page_push_local(pg, block_at(pg, i));
   pg->carved = end;
+  pg->carved_end = end * pg->block_size;
 }
 
 /* Takes back the lowest purged granule: its blocks that overlap no other purged

@@ -24,13 +24,15 @@ typedef struct page {
   block_t *free;          /* owner's free list: the malloc fast path pops here */
   uint32_t used;          /* blocks handed out and not yet freed back to this list */
   uint32_t carved;        /* blocks [0, carved) have been handed out at least once */
-  uint64_t magic;         /* class magic, for offset → index */
+  uint32_t carved_end;    /* carved * block_size: offsets at or past it are no block */
+  uint32_t pad0;
+  uint64_t magic;         /* class magic, for offset → index; 0 when the unit serves no class */
   uint8_t cls;            /* size class, PAGE_UNUSED, or PAGE_TAIL (a later unit of a span) */
   uint8_t slow_free;      /* nonzero when a local free must take the slow path (full or purged) */
   uint8_t full;           /* off the class queue because nothing was free */
   uint8_t remote_pending; /* sits on the arena's remote_pages stack */
   uint8_t units;          /* span length in units (head only) */
-  uint8_t head_offset;    /* PAGE_TAIL: how many descriptors back the head is */
+  uint8_t head_offset;    /* how many descriptors back the span's head is (0 unless PAGE_TAIL) */
   uint8_t sub_shift;      /* log2 of the purge granule */
   uint8_t pad;
   uint32_t block_size;    /* class size */
@@ -43,7 +45,10 @@ typedef struct page {
   _Atomic(uintptr_t) xfree; /* remote frees (a stack), low bit XFREE_FULL */
   struct page *next, *prev; /* class queue */
   struct page *remote_next; /* arena remote_pages stack */
+  uint64_t pad3[2];         /* 128 bytes: descriptor lookups are a shift, not a multiply */
 } page_t;
+_Static_assert(sizeof(page_t) == 128, "page_t is indexed by shifting");
+_Static_assert(offsetof(page_t, start) < 64, "the fields free() reads share one cache line");
 
 extern uint64_t page_key; /* per-process random key for cookies */
 
@@ -51,13 +56,18 @@ EBB_INLINE uint64_t page_cookie(const block_t *b) { return page_key ^ (uint64_t)
 EBB_INLINE size_t page_span(const page_t *pg) { return (size_t)pg->units * UNIT_SIZE; }
 EBB_INLINE bool page_has_free(const page_t *pg) { return pg->free != NULL; }
 
+/* Whether p is the start of a block of pg ever handed out: one multiply and two
+ * compares, and false for any descriptor that serves no class (magic 0). */
+EBB_INLINE bool page_is_block(const page_t *pg, const void *p) {
+  uint32_t off = (uint32_t)((const char *)p - pg->start);
+  return offset_is_multiple(off, pg->magic) && off < pg->carved_end;
+}
+
 /* Block index of p in pg, or UINT32_MAX if p is not the start of a block ever
  * handed out. Safe on any p inside the span. */
 EBB_INLINE uint32_t page_block_index(const page_t *pg, const void *p) {
-  uint32_t off = (uint32_t)((const char *)p - pg->start);
-  if (unlikely(!offset_is_multiple(off, pg->magic))) return UINT32_MAX;
-  uint32_t i = offset_div(off, pg->magic);
-  return likely(i < pg->carved) ? i : UINT32_MAX;
+  if (!page_is_block(pg, p)) return UINT32_MAX;
+  return offset_div((uint32_t)((const char *)p - pg->start), pg->magic);
 }
 
 /* Mask of the granules that block i overlaps. */

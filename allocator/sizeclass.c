@@ -2,6 +2,14 @@
 #include "sizeclass.h"
 
 class_info_t class_info[NCLASSES];
+uint8_t class_small[1024 / 16 + 1];
+
+/* The arithmetic behind class_small (and size_class above 1 KiB). */
+static unsigned size_class_computed(size_t size) {
+  if (size <= 128) return size ? (unsigned)((size - 1) >> 4) : 0;
+  unsigned k = 63u - (unsigned)__builtin_clzl(size - 1);
+  return 8 + (k - 7) * 8 + (unsigned)(((size - 1) >> (k - 3)) & 7);
+}
 
 /* The fewest units (1..32) whose span wastes at most 1/8 of itself on the tail
  * that no whole block fits into. */
@@ -14,6 +22,7 @@ static unsigned units_for(size_t size) {
 }
 
 void sizeclass_init(void) {
+  for (size_t i = 0; i <= 1024 / 16; i++) class_small[i] = (uint8_t)size_class_computed(i * 16);
   for (unsigned c = 0; c < NCLASSES; c++) {
     size_t size = class_size_of(c);
     unsigned units = units_for(size);

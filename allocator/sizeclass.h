@@ -19,11 +19,12 @@ typedef struct {
 } class_info_t;
 
 extern class_info_t class_info[NCLASSES];
+extern uint8_t class_small[1024 / 16 + 1]; /* class of sizes up to 1 KiB, by (size + 15) / 16 */
 void sizeclass_init(void);
 
 /* size <= CLASS_MAX_SIZE */
 EBB_INLINE unsigned size_class(size_t size) {
-  if (size <= 128) return size ? (unsigned)((size - 1) >> 4) : 0;
+  if (likely(size <= 1024)) return class_small[(size + 15) >> 4];
   unsigned k = 63u - (unsigned)__builtin_clzl(size - 1);
   return 8 + (k - 7) * 8 + (unsigned)(((size - 1) >> (k - 3)) & 7);
 }
