@@ -20,6 +20,7 @@ static atomic_size_t active_total;      /* sum of arenas' active bytes, for a % 
 static _Atomic uint64_t last_global;    /* when the global purge last ran */
 static atomic_int init_state;           /* 0 none, 1 running, 2 done */
 static atomic_int atfork_done, bg_state;/* bg_state: 0 off, 1 starting/running */
+static atomic_int threads_seen;         /* threads that ever got an arena */
 static pthread_key_t exit_key;
 
 void spin_lock(spinlock_t *l) {
@@ -189,6 +190,7 @@ void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
     }
     if (!pg && !(pg = arena_page_new(a, cls))) return NULL;
     if (!pg->free && !page_refill(pg)) return NULL;
+    ebb_assert_expensive(page_is_valid(pg));
     a->direct[cls] = pg;
     pg->touched = a->now;
   }
@@ -287,6 +289,7 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force) {
   size_t bytes = 0;
   if (exclusive) {
     arena_drain_remote(a);
+    ebb_assert_expensive(arena_is_valid(a));
     bool owner_idle = atomic_load_explicit(&a->state, memory_order_relaxed) != ARENA_OWNED ||
                       a != arena_tls;
     unsigned budget = force ? UINT32_MAX : PASS_PAGES;
@@ -368,7 +371,8 @@ static void *background_main(void *arg) {
  * allocates); detached, so it never delays exit. */
 static void background_maybe_start(void) {
   int off = 0;
-  if (!opt.background || atomic_load_explicit(&bg_state, memory_order_relaxed) ||
+  bool wanted = opt.background == 1 || (opt.background == 2 && atomic_load_explicit(&threads_seen, memory_order_relaxed) > 1);
+  if (!wanted || atomic_load_explicit(&bg_state, memory_order_relaxed) ||
       !atomic_compare_exchange_strong(&bg_state, &off, 1))
     return;
   pthread_t t;
@@ -469,6 +473,7 @@ arena_t *arena_for_thread(void) {
   if (!a) a = arena_new(ARENA_OWNED);
   if (!a) return NULL;
   arena_tls = a;
+  atomic_fetch_add_explicit(&threads_seen, 1, memory_order_relaxed);
   pthread_setspecific(exit_key, a); /* may call malloc: the arena is already set */
   int no = 0;
   if (atomic_compare_exchange_strong(&atfork_done, &no, 1)) pthread_atfork(fork_prepare, fork_parent, fork_child);

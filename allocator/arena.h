@@ -83,6 +83,7 @@ EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
 }
 
 EBB_INLINE void arena_free_local(arena_t *a, page_t *pg, block_t *b) {
+  ebb_assert(pg->used > 0 && pg->cls < NCLASSES);
   track_free(b);
   page_push_local(pg, b);
   if (unlikely(--pg->used == 0 || pg->slow_free)) arena_free_local_slow(a, pg);

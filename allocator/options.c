@@ -63,6 +63,9 @@ bool options_parse(enum opt_kind kind, const char *s, int64_t *out) {
     return true;
   case OPT_SIZE_PCT: return parse_size_pct(s, out);
   case OPT_BOOL: return parse_bool(s, out);
+  case OPT_AUTO:
+    if (strcmp(s, "auto") == 0) return *out = 2, true;
+    return parse_bool(s, out);
   case OPT_PURGE:
     if (strcmp(s, "dontneed") == 0) return *out = 0, true;
     if (strcmp(s, "free") == 0) return *out = 1, true;
@@ -71,7 +74,7 @@ bool options_parse(enum opt_kind kind, const char *s, int64_t *out) {
   return false;
 }
 
-static void warn_bad(const char *var, const char *val, int64_t def) {
+static void warn_bad(const char *var, enum opt_kind kind, const char *val, int64_t def) {
   char line[256];
   fmt_t f = FMT_ON(line);
   fmt_str(&f, "ebb: warning: ");
@@ -79,7 +82,11 @@ static void warn_bad(const char *var, const char *val, int64_t def) {
   fmt_str(&f, "=");
   fmt_str(&f, val);
   fmt_str(&f, " is not valid; keeping the default ");
-  if (def < 0) {
+  if (kind == OPT_AUTO && def == 2) {
+    fmt_str(&f, "auto");
+  } else if (kind == OPT_PURGE) {
+    fmt_str(&f, def ? "free" : "dontneed");
+  } else if (def < 0) {
     fmt_u64(&f, (uint64_t)-def);
     fmt_str(&f, "%");
   } else {
@@ -91,7 +98,7 @@ static void warn_bad(const char *var, const char *val, int64_t def) {
 
 static void read_one(const char *var, enum opt_kind kind, int64_t *field) {
   const char *val = os_getenv(var);
-  if (val && !options_parse(kind, val, field)) warn_bad(var, val, *field);
+  if (val && !options_parse(kind, val, field)) warn_bad(var, kind, val, *field);
 }
 
 void options_init(void) {

@@ -14,7 +14,7 @@
 #define EBB_DEFAULT_DIRTY_MAX (64ll << 20) /* bytes; a negative value means -N percent */
 #endif
 #ifndef EBB_DEFAULT_BACKGROUND
-#define EBB_DEFAULT_BACKGROUND 0
+#define EBB_DEFAULT_BACKGROUND 2 /* 0 never, 1 always, 2 auto: once the process has a second thread */
 #endif
 #ifndef EBB_DEFAULT_STATS
 #define EBB_DEFAULT_STATS 0
@@ -23,7 +23,7 @@
 #define EBB_DEFAULT_PURGE 0 /* 0: MADV_DONTNEED, 1: MADV_FREE */
 #endif
 
-enum opt_kind { OPT_MS, OPT_SIZE_PCT, OPT_BOOL, OPT_PURGE };
+enum opt_kind { OPT_MS, OPT_SIZE_PCT, OPT_BOOL, OPT_AUTO, OPT_PURGE };
 
 #define EBB_OPTIONS(X)                                                                             \
   X(DECAY_MS, decay_ms, OPT_MS, EBB_DEFAULT_DECAY_MS,                                              \
@@ -31,8 +31,9 @@ enum opt_kind { OPT_MS, OPT_SIZE_PCT, OPT_BOOL, OPT_PURGE };
   X(DIRTY_MAX, dirty_max, OPT_SIZE_PCT, EBB_DEFAULT_DIRTY_MAX,                                     \
     "most freed-but-resident memory kept, as bytes (K/M/G suffix) or N% of active memory "         \
     "(never below 4M); beyond it the oldest is returned at once")                                  \
-  X(BACKGROUND, background, OPT_BOOL, EBB_DEFAULT_BACKGROUND,                                      \
-    "1: a background thread returns decayed memory even when no thread allocates")               \
+  X(BACKGROUND, background, OPT_AUTO, EBB_DEFAULT_BACKGROUND,                                      \
+    "a background thread returns decayed memory even when no thread allocates: 1 always, "         \
+    "0 never, auto once the process has a second thread")                                           \
   X(STATS, stats, OPT_BOOL, EBB_DEFAULT_STATS, "1: print a one-line summary to stderr at exit")    \
   X(PURGE, purge, OPT_PURGE, EBB_DEFAULT_PURGE,                                                    \
     "how memory is returned: dontneed (MADV_DONTNEED, RSS drops at once) or free (MADV_FREE)")

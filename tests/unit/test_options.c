@@ -21,6 +21,9 @@ Test(options, values_parse_as_documented) {
   const char *bad_size[] = {"", "-1", "10X", "5%%", "%", "1M5"};
   for (size_t i = 0; i < 6; i++) cr_assert_not(options_parse(OPT_SIZE_PCT, bad_size[i], &v), "%s", bad_size[i]);
   cr_assert_not(options_parse(OPT_BOOL, "maybe", &v));
+  cr_assert(options_parse(OPT_AUTO, "auto", &v) && v == 2);
+  cr_assert(options_parse(OPT_AUTO, "on", &v) && v == 1);
+  cr_assert_not(options_parse(OPT_AUTO, "sometimes", &v));
   cr_assert_not(options_parse(OPT_PURGE, "sometimes", &v));
 }
 
@@ -45,6 +48,7 @@ Test(options, bad_values_warn_and_keep_the_default) {
 /* The default as docs/options.md writes it: 500, 64M, 25%, 0, dontneed. */
 static void doc_value(enum opt_kind kind, int64_t v, char *out, size_t n) {
   if (kind == OPT_PURGE) snprintf(out, n, "%s", v ? "free" : "dontneed");
+  else if (kind == OPT_AUTO && v == 2) snprintf(out, n, "auto");
   else if (kind == OPT_SIZE_PCT && v < 0) snprintf(out, n, "%lld%%", (long long)-v);
   else if (kind == OPT_SIZE_PCT && v && v % (1 << 30) == 0) snprintf(out, n, "%lldG", (long long)(v >> 30));
   else if (kind == OPT_SIZE_PCT && v && v % (1 << 20) == 0) snprintf(out, n, "%lldM", (long long)(v >> 20));
