@@ -149,7 +149,7 @@ static page_t *arena_page_new(arena_t *a, unsigned cls) {
   return pg;
 }
 
-static size_t purge_oldest_locked(arena_t *a, uint64_t now);
+static size_t purge_oldest_locked(arena_t *a, size_t need);
 static void background_maybe_start(void);
 
 /* An empty page goes back to its chunk, dirty since `since` (now, or for a page
@@ -167,9 +167,9 @@ static void arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
   atomic_fetch_sub_explicit(&active_total, span, memory_order_relaxed);
   dirty_add(a, (ptrdiff_t)span);
   size_t limit = decay_dirty_limit(opt.dirty_max, atomic_load_explicit(&active_total, memory_order_relaxed));
-  while (atomic_load_explicit(&dirty_total, memory_order_relaxed) > limit && purge_oldest_locked(a, now)) {
-  }
-  if (opt.decay_ms == 0) purge_oldest_locked(a, UINT64_MAX);
+  size_t dirty = atomic_load_explicit(&dirty_total, memory_order_relaxed);
+  if (opt.decay_ms == 0) purge_oldest_locked(a, SIZE_MAX);
+  else if (dirty > limit) purge_oldest_locked(a, dirty - limit);
   spin_unlock(&a->lock);
 }
 
@@ -227,17 +227,20 @@ void arena_free_remote(arena_t *owner, page_t *pg, block_t *b) {
 
 /* ------------------------------------------------------------ decay */
 
-/* Purges the units that became dirty earliest (all with the oldest stamp). */
-static size_t purge_oldest_locked(arena_t *a, uint64_t now) {
-  uint64_t oldest = 0;
-  for (chunk_t *c = a->chunks; c; c = c->next) {
-    uint64_t o = chunk_oldest_dirty(c);
-    if (o && (!oldest || o < oldest)) oldest = o;
-  }
-  if (!oldest) return 0;
+/* Purges at least `need` bytes of this arena's dirty units, oldest first
+ * (UINT64_MAX: all of them). Returns the bytes purged. */
+static size_t purge_oldest_locked(arena_t *a, size_t need) {
   size_t bytes = 0;
-  uint64_t cutoff = now == UINT64_MAX ? UINT64_MAX : (now < oldest ? now : oldest);
-  for (chunk_t *c = a->chunks; c; c = c->next) bytes += chunk_purge(c, cutoff, opt.purge);
+  while (bytes < need) {
+    uint64_t oldest = 0;
+    for (chunk_t *c = a->chunks; c; c = c->next) {
+      uint64_t o = chunk_oldest_dirty(c);
+      if (o && (!oldest || o < oldest)) oldest = o;
+    }
+    if (!oldest) break;
+    for (chunk_t *c = a->chunks; c && bytes < need; c = c->next)
+      bytes += chunk_purge(c, oldest, need - bytes, opt.purge);
+  }
   dirty_add(a, -(ptrdiff_t)bytes);
   stat_add(&a->purged, (ptrdiff_t)bytes);
   return bytes;
@@ -251,7 +254,7 @@ static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, boo
   bool reserve_kept = !keep_reserve;
   for (chunk_t *c = a->chunks, *next; c; c = next) {
     next = c->next;
-    bytes += chunk_purge(c, cutoff, opt.purge);
+    bytes += chunk_purge(c, cutoff, SIZE_MAX, opt.purge);
     if (c->free_units != CHUNK_ALL_FREE || c->dirty_units) continue;
     if (!reserve_kept) {
       reserve_kept = true;

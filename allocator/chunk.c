@@ -69,11 +69,12 @@ void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now) {
   c->free_count += n;
 }
 
-size_t chunk_purge(chunk_t *c, uint64_t cutoff, bool use_free) {
+size_t chunk_purge(chunk_t *c, uint64_t cutoff, size_t max_bytes, bool use_free) {
   uint64_t m = 0;
-  for (uint64_t d = c->dirty_units; d; d &= d - 1) {
+  size_t want = 0;
+  for (uint64_t d = c->dirty_units; d && want < max_bytes; d &= d - 1) {
     unsigned i = (unsigned)__builtin_ctzll(d);
-    if (c->dirty_since[i] <= cutoff) m |= (uint64_t)1 << i;
+    if (c->dirty_since[i] <= cutoff) m |= (uint64_t)1 << i, want += UNIT_SIZE;
   }
   c->dirty_units &= ~m;
   size_t bytes = 0;

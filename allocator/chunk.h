@@ -38,8 +38,9 @@ void chunk_delete(chunk_t *c);          /* unregisters and unmaps */
 page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only);
 /* Gives the span of pg back, dirty since now. */
 void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now);
-/* Purges dirty free units that became dirty at or before cutoff; bytes purged. */
-size_t chunk_purge(chunk_t *c, uint64_t cutoff, bool use_free);
+/* Purges dirty free units that became dirty at or before cutoff, lowest address
+ * first, stopping once at least max_bytes went; bytes purged. */
+size_t chunk_purge(chunk_t *c, uint64_t cutoff, size_t max_bytes, bool use_free);
 /* Oldest dirty time among its units, 0 if none. */
 uint64_t chunk_oldest_dirty(const chunk_t *c);
 #endif
