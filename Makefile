@@ -12,7 +12,7 @@ CFLAGS_LIB := -std=gnu11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -fno-bui
 LIB_SRC := $(wildcard allocator/*.c allocator/*.h include/ebb.h)
 
 .PHONY: all debug valgrind test bench bench-quick install clean deps-test deps-bench \
-        test-unit test-integration test-stress test-dropin test-valgrind test-bench-smoke
+        test-unit test-integration test-stress test-valgrind test-bench-smoke
 
 all: $(B)/libebb.so $(B)/libebb.a
 

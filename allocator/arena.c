@@ -281,8 +281,19 @@ static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool 
     arena_page_retire(a, pg, idle && !force ? pg->touched : 0);
     return 0;
   }
-  if (!idle || pg->used == pg->purge_used) return 0;
+  if (!idle) return 0;
+  if (!force) { /* look at most once per interval; purge only a page whose count held still */
+    if (now - pg->looked < decay_look_interval((uint64_t)opt.decay_ms)) return 0;
+    pg->looked = now;
+    if (pg->used != pg->purge_used) {
+      pg->purge_used = pg->used;
+      pg->settled = 0;
+      return 0;
+    }
+    if (pg->settled) return 0;
+  }
   pg->purge_used = pg->used;
+  pg->settled = 1;
   size_t bytes = page_purge_free(pg, opt.purge);
   stat_add(&a->purged, (ptrdiff_t)bytes);
   return bytes;
@@ -337,7 +348,7 @@ void arena_tick(arena_t *a) {
   a->tick = TICK_FREES;
   uint64_t now = os_now_ms();
   a->now = now;
-  if (now - a->last_decay >= GLOBAL_CHECK_MS) arena_decay(a, now, true, false);
+  if (now - a->last_decay >= decay_look_interval((uint64_t)opt.decay_ms) / 2) arena_decay(a, now, true, false);
   uint64_t last = atomic_load_explicit(&last_global, memory_order_relaxed);
   if (now - last >= GLOBAL_CHECK_MS &&
       atomic_compare_exchange_strong_explicit(&last_global, &last, now, memory_order_relaxed,

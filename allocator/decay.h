@@ -15,6 +15,11 @@ bool decay_expired(uint64_t since, uint64_t now, uint64_t decay_ms);
 /* Whether a page that has not been allocated from since `touched` may have its
  * free granules returned: the same rule, so the two levels decay alike. */
 bool decay_page_idle(uint64_t touched, uint64_t now, uint64_t decay_ms);
+/* How often a decay pass may look at the same partly used page (and how often
+ * a thread runs its own pass: twice as often): a page being freed into is left
+ * alone until its count holds still for one interval, so a burst of frees does
+ * not pay for walking free lists that will soon be empty anyway. */
+uint64_t decay_look_interval(uint64_t decay_ms);
 /* When the next purge can be due, given the oldest dirty time (0: none). */
 uint64_t decay_next_deadline(uint64_t oldest_since, uint64_t now, uint64_t decay_ms);
 #endif

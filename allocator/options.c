@@ -6,6 +6,8 @@
 #include "os.h"
 #include <string.h>
 
+int options_stats_fd = 2;
+
 options_t opt = {
 #define OPT_DEFAULT(NAME, field, kind, def, doc) .field = (def),
     EBB_OPTIONS(OPT_DEFAULT)
@@ -105,4 +107,5 @@ void options_init(void) {
 #define OPT_READ(NAME, field, kind, def, doc) read_one("EBB_" #NAME, kind, &opt.field);
   EBB_OPTIONS(OPT_READ)
 #undef OPT_READ
+  if (opt.stats) options_stats_fd = os_dup_fd(2);
 }

@@ -45,6 +45,9 @@ typedef struct {
 } options_t;
 
 extern options_t opt; /* read-only after options_init */
+/* Where EBB_STATS=1 writes at exit: a duplicate of stderr taken at start-up,
+ * since programs such as coreutils close fd 2 in their own exit handlers. */
+extern int options_stats_fd;
 void options_init(void);
 /* Parses one value; returns false (and leaves *out) when it is not valid. Exposed for tests. */
 bool options_parse(enum opt_kind kind, const char *s, int64_t *out);

@@ -4,6 +4,7 @@
  * Must never: allocate, use stdio, or change errno as seen by the caller. */
 #include "os.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,13 @@ void os_write(int fd, const char *s, size_t n) {
     n -= (size_t)w;
   }
   errno = saved;
+}
+
+int os_dup_fd(int fd) {
+  int saved = errno;
+  int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  errno = saved;
+  return d >= 0 ? d : fd;
 }
 
 void os_abort(void) { abort(); }

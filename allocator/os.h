@@ -26,6 +26,8 @@ uint64_t os_now_ms(void);       /* monotonic milliseconds */
 size_t os_page_size(void);      /* the kernel's page size */
 const char *os_getenv(const char *name); /* raw environ walk; no allocation */
 void os_write(int fd, const char *s, size_t n);
+/* A close-on-exec duplicate of fd numbered >= 3, or fd itself if that fails. */
+int os_dup_fd(int fd);
 __attribute__((noreturn)) void os_abort(void);
 uint64_t os_random_seed(void);  /* per-process entropy (AT_RANDOM) */
 

@@ -34,18 +34,19 @@ typedef struct page {
   uint8_t units;          /* span length in units (head only) */
   uint8_t head_offset;    /* how many descriptors back the span's head is (0 unless PAGE_TAIL) */
   uint8_t sub_shift;      /* log2 of the purge granule */
-  uint8_t pad;
+  uint8_t settled;        /* its free granules were purged and `used` has not moved since */
   uint32_t block_size;    /* class size */
   uint32_t capacity;      /* blocks that fit */
   uint64_t purged;        /* granules returned to the kernel; their free blocks are parked */
   char *start;            /* first byte of the span */
   uint64_t touched;       /* coarse ms when it last became the allocation page */
-  uint32_t purge_used;    /* `used` when its granules were last examined (UINT32_MAX: never) */
+  uint32_t purge_used;    /* `used` when a decay pass last looked at it (UINT32_MAX: never) */
   uint32_t pad2;
   _Atomic(uintptr_t) xfree; /* remote frees (a stack), low bit XFREE_FULL */
   struct page *next, *prev; /* class queue */
   struct page *remote_next; /* arena remote_pages stack */
-  uint64_t pad3[2];         /* 128 bytes: descriptor lookups are a shift, not a multiply */
+  uint64_t looked;          /* coarse ms of that look */
+  uint64_t pad3;            /* 128 bytes: descriptor lookups are a shift, not a multiply */
 } page_t;
 _Static_assert(sizeof(page_t) == 128, "page_t is indexed by shifting");
 _Static_assert(offsetof(page_t, start) < 64, "the fields free() reads share one cache line");

@@ -53,5 +53,5 @@ EBB_EXPORT void ebb_stats_print(int fd) {
 
 /* Runs at exit for both the shared and the static library. */
 __attribute__((destructor)) static void stats_at_exit(void) {
-  if (opt.stats) ebb_stats_print(2);
+  if (opt.stats) ebb_stats_print(options_stats_fd);
 }

@@ -3,17 +3,20 @@
  * 512 stays alive, so live blocks sit above (and among) freed ones and no allocator
  * can just shrink a heap top. Each thread then frees the other thread's objects
  * (cross-thread frees), and both threads exit. The main thread samples RSS every
- * 100 ms for 15 s, either idle or with light allocation activity (a few small
- * malloc/free pairs every 10 ms), since some allocators only return memory when
- * they are called.
+ * 100 ms for 15 s from the moment everything is built (t = 0, the peak: the frees
+ * and the thread exits happen in the first few hundred ms), either idle or with light
+ * allocation activity (16 small malloc/free pairs every 10 ms), since some
+ * allocators only return memory when they are called.
  *
- * Reports: peak_kb (RSS with everything built), start_kb (t = 0, threads gone),
- * end_kb (last sample), min_kb, live_kb (bytes still allocated: the ideal floor),
- * fall_ms (first sample below half of peak_kb, -1 if never), plus the series. */
+ * Reports: peak_kb (t = 0), exit_kb and exit_ms (RSS and time once both threads
+ * are joined), end_kb (last sample), min_kb, live_kb (bytes still allocated: the
+ * ideal floor), fall_ms (first sample below half of peak_kb, -1 if never), and the
+ * series. */
 #define _GNU_SOURCE
 #include "common.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -28,6 +31,7 @@ struct builder {
 
 static long keep_every;
 static pthread_barrier_t built, measured;
+static atomic_int builders_done; /* builders that finished their frees */
 
 static size_t capacity_for(size_t bytes) { return bytes / 16 + 1; }
 
@@ -47,6 +51,7 @@ static void *builder_main(void *arg) {
   struct builder *p = b->peer;
   for (size_t i = 0; i < p->n; i++)
     if (i % (size_t)keep_every != 0) free(p->objs[i]);
+  atomic_fetch_add(&builders_done, 1);
   return NULL;
 }
 
@@ -68,14 +73,53 @@ static void between_samples(double ms, int activity, uint64_t *rng) {
   }
 }
 
+/* What the timeline showed. */
+struct outcome {
+  long peak_kb; /* RSS with everything built, at t = 0 */
+  long exit_kb; /* RSS right after both threads were joined */
+  long exit_ms; /* when that was */
+  long min_kb;  /* lowest sample */
+  long fall_ms; /* first sample under half the peak, -1 if none */
+};
+
+/* Joins the builders once both have finished freeing; 1 when joined. */
+static int join_if_done(pthread_t t[2], const struct bench_series *s, struct outcome *o) {
+  if (atomic_load(&builders_done) < 2) return 0;
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  o->exit_kb = bench_rss_kb();
+  o->exit_ms = (long)bench_ms_since(s->t0_ns);
+  return 1;
+}
+
+/* Samples every interval from t = 0 (the peak, just before the frees start) for ms,
+ * and at least until the builder threads are gone. */
+static void watch(struct bench_series *s, pthread_t t[2], long ms, long interval_ms, int activity,
+                  struct outcome *o) {
+  uint64_t rng = 1;
+  int joined = 0;
+  o->min_kb = o->peak_kb;
+  o->fall_ms = -1;
+  for (long at = 0;; at += interval_ms) {
+    bench_series_sample(s);
+    long kb = s->rss_kb[s->n - 1];
+    if (kb < o->min_kb) o->min_kb = kb;
+    if (o->fall_ms < 0 && kb < o->peak_kb / 2) o->fall_ms = (long)s->t_ms[s->n - 1];
+    if (!joined) joined = join_if_done(t, s, o);
+    if (at >= ms && joined) break;
+    /* Aim at the next multiple of the interval, so samples do not drift. */
+    double wait = (double)(at + interval_ms) - bench_ms_since(s->t0_ns);
+    between_samples(wait > 0 ? wait : 0, activity, &rng);
+  }
+}
+
 int main(int argc, char **argv) {
   long mib = bench_opt(argc, argv, "mib", 256);
-  long seconds_ms = bench_opt(argc, argv, "ms", 15000);
+  long ms = bench_opt(argc, argv, "ms", 15000);
   long interval_ms = bench_opt(argc, argv, "interval-ms", 100);
   long activity = bench_opt(argc, argv, "activity", 0);
   keep_every = bench_opt(argc, argv, "keep-every", 512);
   long seed = bench_opt(argc, argv, "seed", 1);
-  if (mib < 1 || seconds_ms < 0 || interval_ms < 1 || keep_every < 1) {
+  if (mib < 1 || ms < 0 || interval_ms < 1 || keep_every < 1) {
     fprintf(stderr, "floor: need mib >= 1, ms >= 0, interval-ms >= 1, keep-every >= 1\n");
     return 2;
   }
@@ -91,29 +135,15 @@ int main(int argc, char **argv) {
   pthread_t t[2];
   for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, builder_main, &b[i]);
   pthread_barrier_wait(&built);
-  long peak_kb = bench_rss_kb();
-  pthread_barrier_wait(&measured);
-  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
-
-  /* Time zero: the burst is over and its threads are gone. */
+  struct outcome o = {.peak_kb = bench_rss_kb()};
   struct bench_series s;
-  bench_series_init(&s, (size_t)(seconds_ms / interval_ms) + 2);
-  uint64_t rng = (uint64_t)seed;
-  long fall_ms = -1, min_kb = peak_kb;
-  for (long at = 0;; at += interval_ms) {
-    bench_series_sample(&s);
-    long kb = s.rss_kb[s.n - 1];
-    if (kb < min_kb) min_kb = kb;
-    if (fall_ms < 0 && kb < peak_kb / 2) fall_ms = (long)s.t_ms[s.n - 1];
-    if (at >= seconds_ms) break;
-    /* Aim at the next multiple of the interval, so samples do not drift. */
-    double wait = (double)(at + interval_ms) - bench_ms_since(s.t0_ns);
-    between_samples(wait > 0 ? wait : 0, (int)activity, &rng);
-  }
+  bench_series_init(&s, (size_t)(ms / interval_ms) + 1000); /* room for a slow free phase */
+  pthread_barrier_wait(&measured);
+  watch(&s, t, ms, interval_ms, (int)activity, &o);
 
   size_t live_bytes = b[0].live_bytes + b[1].live_bytes;
-  printf("result peak_kb=%ld start_kb=%ld end_kb=%ld min_kb=%ld live_kb=%zu fall_ms=%ld\n", peak_kb,
-         s.rss_kb[0], s.rss_kb[s.n - 1], min_kb, live_bytes / 1024, fall_ms);
+  printf("result peak_kb=%ld exit_kb=%ld exit_ms=%ld end_kb=%ld min_kb=%ld live_kb=%zu fall_ms=%ld\n",
+         o.peak_kb, o.exit_kb, o.exit_ms, s.rss_kb[s.n - 1], o.min_kb, live_bytes / 1024, o.fall_ms);
   bench_series_print(&s);
   for (int i = 0; i < 2; i++) {
     for (size_t k = 0; k < b[i].n; k += (size_t)keep_every) free(b[i].objs[k]);

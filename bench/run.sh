@@ -130,7 +130,7 @@ cases() {
     full:churn) printf '%s\n' "gap0|--gap-ms 0 --cycles 200" "gap2|--gap-ms 2 --cycles 100" "gap20|--gap-ms 20 --cycles 20" ;;
     quick:churn) printf '%s\n' "gap0|--gap-ms 0 --cycles 50" "gap20|--gap-ms 20 --cycles 10" ;;
     smoke:churn) printf '%s\n' "gap2|--gap-ms 2 --cycles 3 --warmup 1" ;;
-    full:render) echo "tree|--cycles 100" ;;
+    full:render) echo "tree|--cycles 60" ;;
     quick:render) echo "tree|--cycles 20" ;;
     smoke:render) echo "tree|--cycles 2 --records 20" ;;
     full:floor) printf '%s\n' "idle|--activity 0 --mib 256 --ms 15000" "active|--activity 1 --mib 256 --ms 15000" ;;
@@ -139,13 +139,13 @@ cases() {
     full:prover) printf '%s\n' "idle20|--idle-ms 20 --rounds 10" "idle500|--idle-ms 500 --rounds 3" ;;
     quick:prover) echo "idle20|--idle-ms 20 --rounds 4" ;;
     smoke:prover) echo "idle20|--idle-ms 20 --rounds 2 --mib 2" ;;
-    full:growth) echo "realloc|--cycles 5" ;;
+    full:growth) echo "realloc|--cycles 4" ;;
     quick:growth) echo "realloc|--cycles 3" ;;
     smoke:growth) echo "realloc|--cycles 1 --max-mb 4" ;;
-    full:larson) printf '%s\n' "t1|--threads 1 --ms 250" "t2|--threads 2 --ms 250" "t4|--threads 4 --ms 250" ;;
+    full:larson) printf '%s\n' "t1|--threads 1 --ms 200" "t2|--threads 2 --ms 200" "t4|--threads 4 --ms 200" ;;
     quick:larson) echo "t2|--threads 2 --ms 200" ;;
     smoke:larson) echo "t2|--threads 2 --ms 50" ;;
-    full:loop) printf '%s\n' "small|--iters 3000000" "callgrind|100000 300000" ;;
+    full:loop) printf '%s\n' "small|--iters 2000000" "callgrind|100000 300000" ;;
     quick:loop) printf '%s\n' "small|--iters 1000000" "callgrind|50000 150000" ;;
     smoke:loop) printf '%s\n' "small|--iters 10000" "callgrind|2000 4000" ;;
     *) die "unknown workload '$1' (churn render floor prover growth larson loop)" ;;

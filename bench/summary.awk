@@ -31,7 +31,7 @@ NR == 1 { next }
 }
 
 function higher_better(m) { return m == "mops_per_s" || m == "rounds_per_s" }
-function informational(m) { return m == "out_bytes" || m == "allocs_per_cycle" || m == "live_kb" || m == "fall_ms" }
+function informational(m) { return m == "out_bytes" || m == "allocs_per_cycle" || m == "live_kb" || m == "fall_ms" || m == "exit_ms" }
 function family(a) { sub(/-.*/, "", a); return a }
 function label(m) {
   if (m ~ /_kb$/) { sub(/_kb$/, "", m); m = m " MiB" }

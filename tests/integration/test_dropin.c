@@ -6,7 +6,9 @@
  * stderr, which only a process that ran on ebb prints. Scratch space is a fresh
  * directory per test under build/tests/tmp, removed afterwards unless
  * EBB_KEEP_TMP=1. Tests share nothing, so Criterion may run them in parallel. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* strchrnul */
+#endif
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -17,9 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define DR_TIMEOUT 60  /* seconds one run of a scenario may take before `timeout` ends it */
-#define DR_MISSING 77  /* a scenario's exit status when a program it needs is absent */
-#define DR_SHOW 1500   /* bytes of a run's stderr quoted in a failure message */
+#define DR_TIMEOUT 60 /* seconds one run of a scenario may take before `timeout` ends it */
+#define DR_MISSING 77 /* a scenario's exit status when a program it needs is absent */
+#define DR_SHOW 1500  /* bytes of a run's stderr quoted in a failure message */
 
 static char dr_build[PATH_MAX]; /* build/: two levels above this binary */
 static char dr_lib[PATH_MAX];   /* absolute path of libebb.so (EBB_DROPIN_LIB overrides) */
@@ -108,9 +110,9 @@ static int dr_run(const char *name, const char *mode) {
   if (strcmp(mode, "ebb") == 0) dr_fmt(run, sizeof run, "env LD_PRELOAD=%s EBB_STATS=1", dr_lib);
   char cmd[4 * PATH_MAX + 512];
   dr_fmt(cmd, sizeof cmd,
-           "cd '%s' && mkdir %s && cd %s && env -u LD_PRELOAD -u EBB_STATS DROPIN='%s' RUN='%s' "
-           "timeout -k 5 %d sh '%s/%s.sh' >../%s.out 2>../%s.err",
-           dr_tmp, mode, mode, dr_dir, run, DR_TIMEOUT, dr_dir, name, mode, mode);
+         "cd '%s' && mkdir %s && cd %s && env -u LD_PRELOAD -u EBB_STATS DROPIN='%s' RUN='%s' "
+         "timeout -k 5 %d sh '%s/%s.sh' >../%s.out 2>../%s.err",
+         dr_tmp, mode, mode, dr_dir, run, DR_TIMEOUT, dr_dir, name, mode, mode);
   int st = system(cmd);
   cr_assert_neq(st, -1, "system() failed for %s", name);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -120,8 +122,8 @@ static int dr_run(const char *name, const char *mode) {
 static void dr_assert_ran(const char *name, const char *mode, int status) {
   cr_assert_neq(status, DR_MISSING, "%s: a program is missing; add its package to tests/deps.sh: %s", name,
                 dr_tail(mode));
-  cr_assert_neq(status, 124, "%s (%s run): still running after %d s (hang?); stderr ends:\n%s", name, mode, DR_TIMEOUT,
-                dr_tail(mode));
+  cr_assert_neq(status, 124, "%s (%s run): still running after %d s (hang?); stderr ends:\n%s", name, mode,
+                DR_TIMEOUT, dr_tail(mode));
   cr_assert_eq(status, 0, "%s (%s run): exit status %d; stderr ends:\n%s", name, mode, status, dr_tail(mode));
 }
 
@@ -132,8 +134,9 @@ static void dr_assert_same(const char *name, const char *a, size_t na, const cha
   for (; i < na && i < nb && a[i] == b[i]; i++)
     if (a[i] == '\n') line++, start = i + 1;
   int la = (int)strcspn(a + start, "\n"), lb = (int)strcspn(b + start, "\n");
-  cr_assert_fail("%s: stdout differs with ebb (%zu vs %zu bytes) at line %zu:\n  without: %.*s\n  with:    %.*s", name,
-                 na, nb, line, la > 300 ? 300 : la, a + start, lb > 300 ? 300 : lb, b + start);
+  cr_assert_fail(
+      "%s: stdout differs with ebb (%zu vs %zu bytes) at line %zu:\n  without: %.*s\n  with:    %.*s", name,
+      na, nb, line, la > 300 ? 300 : la, a + start, lb > 300 ? 300 : lb, b + start);
 }
 
 /* Proof that ebb served the run: some process of it printed the EBB_STATS line
@@ -190,7 +193,8 @@ Test(dropin, python_churn) { dr_scenario("python"); }
 Test(dropin, python_regrtest) {
   dr_scenario("python_regrtest");
   char *out = dr_slurp("ebb", "out", NULL);
-  cr_assert(strncmp(out, "status 0\n", 9) == 0, "python3 -m test failed with ebb:\n%s\nlog ends:\n%s", out, dr_tail("ebb"));
+  cr_assert(strncmp(out, "status 0\n", 9) == 0, "python3 -m test failed with ebb:\n%s\nlog ends:\n%s", out,
+            dr_tail("ebb"));
 }
 
 /* init, add, commit 600 files in three commits, log, gc --aggressive, fsck */

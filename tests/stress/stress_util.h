@@ -42,9 +42,9 @@ __attribute__((noreturn, format(printf, 1, 2))) static inline void stress_die(co
   (void)w;
   abort();
 }
-#define STRESS_CHECK(e)                                                                            \
-  do {                                                                                             \
-    if (!(e)) stress_die("%s:%d: check failed: %s", __FILE__, __LINE__, #e);                       \
+#define STRESS_CHECK(e)                                                                                      \
+  do {                                                                                                       \
+    if (!(e)) stress_die("%s:%d: check failed: %s", __FILE__, __LINE__, #e);                                 \
   } while (0)
 
 /* splitmix64: every test seeds its own generators with fixed values, so a
@@ -95,7 +95,9 @@ typedef struct {
 } blk_t;
 
 static inline uint64_t pat_key(const void *p, uint64_t tag) { return mix64((uintptr_t)p ^ mix64(tag)); }
-static inline uint64_t pat_word(uint64_t key, size_t word) { return mix64(key + word * 0x9e3779b97f4a7c15ull); }
+static inline uint64_t pat_word(uint64_t key, size_t word) {
+  return mix64(key + word * 0x9e3779b97f4a7c15ull);
+}
 
 /* Fills or checks bytes [from, to) of the pattern keyed by key; returns the first
  * offset that differs, or PAT_OK. */
@@ -105,14 +107,18 @@ static inline size_t pat_range(unsigned char *p, size_t from, size_t to, uint64_
     size_t lo = off < from ? from - off : 0, hi = to - off < 8 ? to - off : 8;
     if (lo == 0 && hi == 8) {
       uint64_t have;
-      if (!check) memcpy(p + off, &w, 8);
-      else if (memcpy(&have, p + off, 8), have != w) return off;
+      if (!check)
+        memcpy(p + off, &w, 8);
+      else if (memcpy(&have, p + off, 8), have != w)
+        return off;
       continue;
     }
     for (size_t b = lo; b < hi; b++) {
       unsigned char want = (unsigned char)(w >> (8 * b));
-      if (!check) p[off + b] = want;
-      else if (p[off + b] != want) return off + b;
+      if (!check)
+        p[off + b] = want;
+      else if (p[off + b] != want)
+        return off + b;
     }
   }
   return PAT_OK;

@@ -39,7 +39,8 @@ static void ar_realloc(ebb_arena_t *a, blk_t *b, size_t size) {
   STRESS_CHECK(q != NULL);
   size_t off = pat_walk(q, keep, b->size, oldkey, 1);
   if (off != PAT_OK)
-    stress_die("ebb_arena_realloc %#lx (%zu) -> %p (%zu) lost offset %zu", (unsigned long)old, b->size, q, size, off);
+    stress_die("ebb_arena_realloc %#lx (%zu) -> %p (%zu) lost offset %zu", (unsigned long)old, b->size, q,
+               size, off);
   b->p = q;
   b->size = size;
   blk_check_meta(b, "arena realloc");
@@ -61,8 +62,10 @@ static void ar_round(uintptr_t id, size_t round, blk_t *own) {
   size_t nown = 0, nout = 0;
   for (size_t i = 0; i < AR_BLOCKS; i++) {
     blk_t b = ar_new(a, &r, ++tag);
-    if (i % 3 == 0) ar_outbox[id][nout++] = b;
-    else own[nown++] = b;
+    if (i % 3 == 0)
+      ar_outbox[id][nout++] = b;
+    else
+      own[nown++] = b;
   }
   for (size_t i = nout; i < AR_BLOCKS; i++) ar_outbox[id][i].p = NULL;
   pthread_barrier_wait(&ar_barrier);
@@ -73,8 +76,10 @@ static void ar_round(uintptr_t id, size_t round, blk_t *own) {
     if (i < AR_EXTRA) own[nown++] = ar_new(a, &r, ++tag);
     blk_t *mine = &own[rng_below(&r, nown)];
     if (!mine->p) continue;
-    if (rng_below(&r, 4) == 0) blk_free(mine, "arena own free");
-    else if (rng_below(&r, 4) == 0) ar_realloc(a, mine, stress_size(&r));
+    if (rng_below(&r, 4) == 0)
+      blk_free(mine, "arena own free");
+    else if (rng_below(&r, 4) == 0)
+      ar_realloc(a, mine, stress_size(&r));
   }
   pthread_barrier_wait(&ar_barrier);
   for (size_t i = 0; i < nown; i++)
@@ -95,7 +100,8 @@ Test(arenas, threads_free_each_others_blocks, .timeout = 120) {
   ebb_trim();
   ebb_stats(&before);
   cr_assert_eq(pthread_barrier_init(&ar_barrier, NULL, AR_THREADS), 0);
-  for (uintptr_t i = 0; i < AR_THREADS; i++) cr_assert_eq(pthread_create(&t[i], NULL, ar_thread, (void *)i), 0);
+  for (uintptr_t i = 0; i < AR_THREADS; i++)
+    cr_assert_eq(pthread_create(&t[i], NULL, ar_thread, (void *)i), 0);
   for (int i = 0; i < AR_THREADS; i++) pthread_join(t[i], NULL);
   pthread_barrier_destroy(&ar_barrier);
   ebb_stats(&after);
@@ -120,9 +126,12 @@ Test(arenas, many_interleaved_then_destroyed, .timeout = 120) {
   for (int i = 0; i < N; i++) cr_assert_not_null(arena[i] = ebb_arena_create());
   for (size_t i = 0; i < ops; i++) {
     size_t k = rng_below(&r, LIVE);
-    if (live[k].p && rng_below(&r, 2)) blk_free(&live[k], "interleaved free");
-    else if (live[k].p) ar_realloc(arena[owner[k]], &live[k], stress_size(&r));
-    else live[k] = ar_new(arena[owner[k] = (int)rng_below(&r, N)], &r, i + 1);
+    if (live[k].p && rng_below(&r, 2))
+      blk_free(&live[k], "interleaved free");
+    else if (live[k].p)
+      ar_realloc(arena[owner[k]], &live[k], stress_size(&r));
+    else
+      live[k] = ar_new(arena[owner[k] = (int)rng_below(&r, N)], &r, i + 1);
   }
   for (int i = 0; i < N; i++) { /* destroy in a scrambled order */
     int victim = (i * 13) % N;
@@ -136,8 +145,8 @@ Test(arenas, many_interleaved_then_destroyed, .timeout = 120) {
   ebb_stats(&after);
   cr_assert_eq(after.arenas, before.arenas, "arenas: %llu before, %llu after destroying all",
                (unsigned long long)before.arenas, (unsigned long long)after.arenas);
-  cr_assert_leq(after.mapped, before.mapped + ((size_t)8 << 20), "mapped: %zu before, %zu after destroying all",
-                before.mapped, after.mapped);
+  cr_assert_leq(after.mapped, before.mapped + ((size_t)8 << 20),
+                "mapped: %zu before, %zu after destroying all", before.mapped, after.mapped);
 }
 
 /* ---------------------------------------------------------------- one arena, passed between threads */
@@ -156,8 +165,10 @@ static void *ar_shared_thread(void *arg) {
   for (size_t i = 0; i < ar_shared_ops; i++) {
     pthread_mutex_lock(&ar_shared.lock);
     blk_t *b = &ar_shared.live[rng_below(&r, 1024)];
-    if (b->p) blk_free(b, "shared arena free");
-    else *b = ar_new(ar_shared.arena, &r, ((uint64_t)(uintptr_t)arg << 40) | (i + 1));
+    if (b->p)
+      blk_free(b, "shared arena free");
+    else
+      *b = ar_new(ar_shared.arena, &r, ((uint64_t)(uintptr_t)arg << 40) | (i + 1));
     pthread_mutex_unlock(&ar_shared.lock);
   }
   return NULL;
@@ -168,7 +179,8 @@ Test(arenas, one_arena_passed_between_threads, .timeout = 120) {
   ar_shared.arena = ebb_arena_create();
   cr_assert_not_null(ar_shared.arena);
   ar_shared_ops = stress_n(40000);
-  for (uintptr_t i = 0; i < AR_THREADS; i++) cr_assert_eq(pthread_create(&t[i], NULL, ar_shared_thread, (void *)i), 0);
+  for (uintptr_t i = 0; i < AR_THREADS; i++)
+    cr_assert_eq(pthread_create(&t[i], NULL, ar_shared_thread, (void *)i), 0);
   for (int i = 0; i < AR_THREADS; i++) pthread_join(t[i], NULL);
   for (int i = 0; i < 1024; i++)
     if (ar_shared.live[i].p) blk_check(&ar_shared.live[i], "shared arena end");

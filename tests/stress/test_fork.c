@@ -56,7 +56,10 @@ static void *fk_child_thread(void *arg) {
 static void fk_child(int iter) {
   rng_t r = rng_seed(7800 + (uint64_t)iter);
   blk_t mine[64];
-  for (int i = 0; i < 64; i++) mine[i] = blk_new(i % 8 == 0 ? ((size_t)1 << 20) + (size_t)i : stress_size(&r), (uint64_t)i + 1, "fork child");
+  for (int i = 0; i < 64; i++) {
+    size_t size = i % 8 == 0 ? ((size_t)1 << 20) + (size_t)i : stress_size(&r); /* 1 in 8 huge */
+    mine[i] = blk_new(size, (uint64_t)i + 1, "fork child");
+  }
   for (int t = 0; t < FK_BUSY; t++)
     for (int i = 0; i < FK_HELD; i += 4)
       if (fk_held[t][i].p) blk_free(&fk_held[t][i], "fork child frees parent's");
@@ -92,15 +95,17 @@ static void fk_run(int forks) {
   struct timespec nap = {0, 2 * 1000 * 1000};
   for (int iter = 0; iter < forks; iter++) {
     nanosleep(&nap, NULL); /* let the busy threads get deep into their loops */
-    void *p = malloc(100);  /* the forking thread's own arena is in use too */
+    void *p = malloc(100); /* the forking thread's own arena is in use too */
     pid_t pid = fork();
     cr_assert_geq(pid, 0, "fork failed");
     if (pid == 0) fk_child(iter);
     free(p);
     int status = fk_wait(pid);
-    cr_assert_neq(status, -1, "fork %d: child did not exit within %d s (deadlock after fork?)", iter, FK_CHILD_WAIT);
+    cr_assert_neq(status, -1, "fork %d: child did not exit within %d s (deadlock after fork?)", iter,
+                  FK_CHILD_WAIT);
     cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "fork %d: child ended with status 0x%x (signal %d)", iter, status, WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+              "fork %d: child ended with status 0x%x (signal %d)", iter, status,
+              WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   }
   atomic_store(&fk_stop, 1);
   for (int i = 0; i < FK_BUSY; i++) pthread_join(t[i], NULL);
@@ -145,8 +150,8 @@ Test(fork, nested_fork, .timeout = 120) {
       _exit(g > 0 && gs >= 0 && WIFEXITED(gs) && WEXITSTATUS(gs) == 0 ? 0 : 4);
     }
     int status = fk_wait(pid);
-    cr_assert(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "nested fork %d: child status %d", iter, status);
+    cr_assert(status >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "nested fork %d: child status %d",
+              iter, status);
   }
   atomic_store(&fk_stop, 1);
   pthread_join(t, NULL);

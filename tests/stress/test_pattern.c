@@ -56,10 +56,14 @@ static void pt_run(uint64_t seed, size_t ops) {
   for (size_t i = 0; i < ops; i++) {
     blk_t *b = &live[rng_below(&r, PT_LIVE)];
     uint64_t op = rng_below(&r, 10);
-    if (!b->p) *b = pt_alloc(&r, ++tag);
-    else if (op < 3) blk_realloc(b, stress_size(&r), "pattern realloc");
-    else if (op < 4) blk_check(b, "pattern recheck");
-    else blk_free(b, "pattern free");
+    if (!b->p)
+      *b = pt_alloc(&r, ++tag);
+    else if (op < 3)
+      blk_realloc(b, stress_size(&r), "pattern realloc");
+    else if (op < 4)
+      blk_check(b, "pattern recheck");
+    else
+      blk_free(b, "pattern free");
   }
   for (size_t i = 0; i < PT_LIVE; i++)
     if (live[i].p) blk_free(&live[i], "pattern end");
@@ -76,7 +80,8 @@ static void *pt_thread(void *arg) {
 Test(pattern, threads, .timeout = 120) {
   pthread_t t[PT_THREADS];
   pt_thread_ops = stress_n(150000);
-  for (uintptr_t i = 0; i < PT_THREADS; i++) cr_assert_eq(pthread_create(&t[i], NULL, pt_thread, (void *)i), 0);
+  for (uintptr_t i = 0; i < PT_THREADS; i++)
+    cr_assert_eq(pthread_create(&t[i], NULL, pt_thread, (void *)i), 0);
   for (int i = 0; i < PT_THREADS; i++) pthread_join(t[i], NULL);
 }
 
@@ -87,7 +92,8 @@ Test(pattern, realloc_ladder, .timeout = 120) {
   blk_t b = blk_new(1, 1, "ladder");
   size_t rounds = stress_n(8);
   for (size_t round = 0; round < rounds; round++) {
-    while (b.size < ((size_t)5 << 20)) blk_realloc(&b, b.size + 1 + b.size / (4 + rng_below(&r, 8)), "ladder up");
+    while (b.size < ((size_t)5 << 20))
+      blk_realloc(&b, b.size + 1 + b.size / (4 + rng_below(&r, 8)), "ladder up");
     while (b.size > 1) blk_realloc(&b, b.size - 1 - b.size / (4 + rng_below(&r, 8)), "ladder down");
   }
   blk_free(&b, "ladder");

@@ -83,8 +83,10 @@ static void *pc_consumer(void *arg) {
 Test(xthread, producer_consumer, .timeout = 120) {
   pthread_t prod[PC_PRODUCERS], cons[PC_CONSUMERS];
   pc_per_producer = stress_n(40000);
-  for (uintptr_t i = 0; i < PC_CONSUMERS; i++) cr_assert_eq(pthread_create(&cons[i], NULL, pc_consumer, (void *)i), 0);
-  for (uintptr_t i = 0; i < PC_PRODUCERS; i++) cr_assert_eq(pthread_create(&prod[i], NULL, pc_producer, (void *)i), 0);
+  for (uintptr_t i = 0; i < PC_CONSUMERS; i++)
+    cr_assert_eq(pthread_create(&cons[i], NULL, pc_consumer, (void *)i), 0);
+  for (uintptr_t i = 0; i < PC_PRODUCERS; i++)
+    cr_assert_eq(pthread_create(&prod[i], NULL, pc_producer, (void *)i), 0);
   for (int i = 0; i < PC_PRODUCERS; i++) pthread_join(prod[i], NULL);
   for (int i = 0; i < PC_CONSUMERS; i++) pcq_push((blk_t){0});
   for (int i = 0; i < PC_CONSUMERS; i++) pthread_join(cons[i], NULL);
@@ -161,7 +163,8 @@ Test(xthread, random_exchange, .timeout = 120) {
   pthread_t t[XC_THREADS];
   rng_t r = rng_seed(3999);
   xc_ops = stress_n(30000);
-  for (uintptr_t i = 0; i < XC_THREADS; i++) cr_assert_eq(pthread_create(&t[i], NULL, xc_thread, (void *)i), 0);
+  for (uintptr_t i = 0; i < XC_THREADS; i++)
+    cr_assert_eq(pthread_create(&t[i], NULL, xc_thread, (void *)i), 0);
   for (int i = 0; i < XC_THREADS; i++) pthread_join(t[i], NULL);
   for (int i = 0; i < XC_SLOTS; i++) {
     uintptr_t p = atomic_exchange(&xc_slots[i], 0);

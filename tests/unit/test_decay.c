@@ -54,7 +54,7 @@ Test(decay, nothing_before_the_decay_time_everything_after) {
   activity(1000);
   cr_assert_eq(stats().dirty, dirty, "nothing is purged before the decay time");
   cr_assert_eq(fake_purges, 0);
-  fake_now += 1 + GLOBAL_CHECK_MS; /* the decay time, plus at most one check interval */
+  fake_now += 1 + decay_look_interval(500) / 2; /* the decay time, plus at most one pass interval */
   activity(1000);
   cr_assert_eq(stats().dirty, 0, "everything is purged once it has decayed");
   cr_assert_geq(fake_purged_bytes, dirty);
@@ -129,8 +129,11 @@ Test(decay, a_live_threads_pages_are_left_to_it) {
   fake_now += 100; /* well within the decay time: nothing goes */
   activity(500);
   cr_assert_eq(fake_purged_bytes, 0);
-  fake_now += 1000; /* decayed: the idle pages' free granules go, live blocks keep theirs */
+  fake_now += 1000; /* decayed: a first look notes each idle page's count ... */
   for (int i = 0; i < 4096; i += 512) *(volatile char *)p[i] = 1;
+  activity(500);
+  cr_assert_eq(fake_purged_bytes, 0, "a page is purged only once its count held still");
+  fake_now += decay_look_interval(500); /* ... and once it held still, free granules go */
   activity(500);
   cr_assert_geq(fake_purged_bytes, (size_t)3 * 14 * 4096);
   for (int i = 0; i < 4096; i += 512) cr_assert_eq(*(volatile char *)p[i], 1);

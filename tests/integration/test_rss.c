@@ -1,0 +1,186 @@
+/* test_rss.c — what the kernel sees: resident memory and page faults of real
+ * processes on ebb. Each scenario runs tests/programs/rss_probe.c, compiled here
+ * at run time into build/tests/tmp, in a fresh process started with
+ * `env -i EBB_...=... LD_PRELOAD=build/libebb.so`, so the options are in place
+ * before the allocator's first call and nothing inherited changes them. The
+ * probe measures (RSS from /proc/self/statm, minor faults from getrusage) and
+ * prints key=value fields; the assertions are here, with generous margins and
+ * deadlines rather than timings (decay 500 ms + 1 s wherever memory must fall). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "helpers.h"
+
+TestSuite(rss, .timeout = 60);
+
+#define RSS_PROBE "rss_probe"
+#define RSS_DIRTY_MAX_MIB 64.0 /* the default EBB_DIRTY_MAX */
+
+static struct cmd_result rss_out; /* large: not on the stack */
+
+/* Compiles the probe (each test is its own process, and tests may run in
+ * parallel: compile_program writes under a unique name and renames). */
+static void rss_build_probe(void) {
+  int st = compile_program(&rss_out, NULL, "rss_probe.c", RSS_PROBE, "-O1 -Wall -Wextra -Werror -fno-builtin -pthread",
+                           "-ldl -pthread");
+  cr_assert_eq(st, 0, "compiling rss_probe.c: %s\n%s%s", describe_status(st), rss_out.out, rss_out.err);
+}
+
+/* Runs the probe on ebb with exactly the EBB_* settings in env (a string of
+ * NAME=value words, or ""); returns its exit status, with stdout in rss_out. */
+static int rss_probe(const char *env, const char *args) {
+  rss_build_probe();
+  int st = run_cmd(&rss_out, "env -i %s LD_PRELOAD='%s/build/libebb.so' '%s/%s' %s", env, repo_root(), tmp_dir(),
+                   RSS_PROBE, args);
+  cr_log_info("rss_probe %s [%s]: %s", args, env, rss_out.out);
+  cr_assert(WIFEXITED(st), "rss_probe %s %s\nstdout: %s\nstderr: %s", args, describe_status(st), rss_out.out,
+            rss_out.err);
+  cr_assert(strstr(rss_out.out, "ebb=1 ") == rss_out.out || strstr(rss_out.out, " ebb=1 "),
+            "rss_probe %s did not run on ebb (LD_PRELOAD failed?)\nstdout: %s\nstderr: %s", args, rss_out.out,
+            rss_out.err);
+  return st;
+}
+
+/* The number after " key=" (or "key=" at the start) in the probe's output. */
+static double rss_field(const char *key) {
+  size_t n = strlen(key);
+  for (const char *p = rss_out.out; (p = strstr(p, key)) != NULL; p += n) {
+    if ((p != rss_out.out && p[-1] != ' ') || p[n] != '=') continue;
+    char *end;
+    double v = strtod(p + n + 1, &end);
+    cr_assert_neq(end, p + n + 1, "field %s has no number in: %s", key, rss_out.out);
+    return v;
+  }
+  cr_assert_fail("field %s missing from the probe's output:\n%s\nstderr: %s", key, rss_out.out, rss_out.err);
+  return 0;
+}
+
+static void rss_assert_exit0(const char *what, int st) {
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: rss_probe %s\nstdout: %s\nstderr: %s", what,
+            describe_status(st), rss_out.out, rss_out.err);
+}
+
+/* ---------------------------------------------------------------- 1. steady churn */
+
+/* A request loop: the same ~450 KB + 3000 small + 24 medium blocks every cycle,
+ * all written, freed in a random order. After 100 warm-up cycles, 100 more
+ * must fault no page in (ebb reuses resident spans before fresh ones and keeps
+ * what it freed resident for the decay time). */
+static void rss_churn(unsigned gap_ms) {
+  char args[32];
+  snprintf(args, sizeof args, "churn %u", gap_ms);
+  rss_assert_exit0("churn", rss_probe("", args));
+  double faults = rss_field("faults"), cycles = rss_field("cycles");
+  cr_assert_eq(cycles, 100);
+  cr_expect_leq(faults, 10, "%.0f minor faults in %.0f steady cycles (gap %u ms); worst cycle %.0f; want <= 10",
+                faults, cycles, gap_ms, rss_field("worst_cycle"));
+  cr_expect_leq(rss_field("rss_growth_kib"), 1024, "RSS grew by %.0f KiB over the measured cycles",
+                rss_field("rss_growth_kib"));
+}
+
+Test(rss, churn_back_to_back_faults_nothing) { rss_churn(0); }
+
+Test(rss, churn_with_2ms_gap_faults_nothing) { rss_churn(2); }
+
+/* ---------------------------------------------------------------- 2, 3. cross-thread frees */
+
+/* Two threads build ~256 MiB of 32-512 B objects, swap, free all but one in
+ * 512 of the other's, and exit. RSS (over the RSS before the build) must fall
+ * to 2 x live + 16 MiB within the decay time + 1 s. */
+static void rss_handoff(const char *env, const char *args) {
+  rss_assert_exit0("handoff", rss_probe(env, args));
+  double build = rss_field("build_mib"), bound = rss_field("bound_mib"), live = rss_field("live_kib");
+  cr_assert_geq(build, 200, "the build reached only %.1f MiB of RSS: nothing to return", build);
+  cr_assert_leq(live, 1024, "live set %.0f KiB: one in 512 of ~256 MiB should be ~512 KiB", live);
+  cr_expect_geq(rss_field("reached_ms"), 0,
+                "RSS (over the pre-build RSS) is still %.1f MiB %.0f ms after both threads exited "
+                "(%.1f MiB when they did); want <= %.1f MiB (2 x %.0f KiB live + 16 MiB) within 1500 ms; "
+                "ebb: dirty %.1f MiB, active %.1f MiB",
+                rss_field("final_mib"), rss_field("watched_ms"), rss_field("exit_mib"), bound, live,
+                rss_field("dirty_mib"), rss_field("active_mib"));
+}
+
+/* The main thread mallocs and frees a small block every millisecond: its ticks
+ * purge the abandoned arenas. */
+Test(rss, cross_thread_frees_return_with_light_activity) { rss_handoff("", "handoff 1"); }
+
+/* No allocator call at all in the main thread: only the background thread can
+ * return the memory. */
+Test(rss, cross_thread_frees_return_with_background_thread) {
+  rss_handoff("EBB_BACKGROUND=1", "handoff 0");
+  cr_expect_geq(rss_field("threads"), 2, "no background thread in /proc/self/status (Threads: %.0f)",
+                rss_field("threads"));
+}
+
+/* ---------------------------------------------------------------- 4. large blocks and ebb_trim */
+
+/* A freed 64 MiB block leaves RSS at once (large blocks are unmapped at free),
+ * whatever the decay settings; 200 MiB of 64 KiB blocks freed, then one
+ * ebb_trim(): no dirty memory is left and RSS drops by what was dirty. */
+static void rss_large(const char *env) {
+  rss_assert_exit0("large", rss_probe(env, "large"));
+  cr_assert_geq(rss_field("big_growth_mib"), 60, "malloc(64 MiB) + memset raised RSS by only %.1f MiB",
+                rss_field("big_growth_mib"));
+  cr_expect_geq(rss_field("big_reached_ms"), 0, "RSS fell by only %.1f MiB within 1500 ms of freeing 64 MiB",
+                rss_field("big_drop_mib"));
+  cr_assert_geq(rss_field("blocks_mib"), 190, "200 MiB of 64 KiB blocks raised RSS by only %.1f MiB",
+                rss_field("blocks_mib"));
+  double dirty = rss_field("dirty_before_mib"), left = rss_field("rss_after_free_mib");
+  cr_expect_geq(left, dirty - 4, "the stats claim %.1f MiB dirty, but only %.1f MiB stayed resident", dirty, left);
+  cr_expect_eq(rss_field("dirty_after"), 0, "ebb_stats().dirty is %.0f bytes right after ebb_trim()",
+               rss_field("dirty_after"));
+  cr_expect_geq(rss_field("trimmed_mib"), dirty - 0.5, "ebb_trim() returned %.1f MiB of %.1f MiB dirty",
+                rss_field("trimmed_mib"), dirty);
+  cr_expect_geq(rss_field("trim_drop_mib"), dirty * 0.9 - 1, "RSS fell by %.1f MiB at ebb_trim(), %.1f MiB was dirty",
+                rss_field("trim_drop_mib"), dirty);
+  cr_expect_leq(rss_field("rss_after_trim_mib"), 8, "%.1f MiB of the 200 MiB still resident after ebb_trim()",
+                rss_field("rss_after_trim_mib"));
+}
+
+Test(rss, large_block_and_trim_default_settings) { rss_large(""); }
+
+/* With a cap and decay that keep all 200 MiB dirty, one ebb_trim() returns it all. */
+Test(rss, trim_returns_200mib_of_dirty_at_once) {
+  rss_large("EBB_DIRTY_MAX=1G EBB_DECAY_MS=600000");
+  cr_assert_geq(rss_field("dirty_before_mib"), 190, "only %.1f MiB dirty with EBB_DIRTY_MAX=1G",
+                rss_field("dirty_before_mib"));
+  cr_expect_geq(rss_field("trim_drop_mib"), 180, "RSS fell by %.1f MiB at ebb_trim()", rss_field("trim_drop_mib"));
+}
+
+/* ---------------------------------------------------------------- 5. fork */
+
+/* EBB_BACKGROUND=1: the parent starts the background thread, then forks. The
+ * child (where that thread does not exist) allocates and frees 100 MiB and
+ * then does nothing: its dirty memory must still be purged within the decay
+ * time + 1 s (the thread is restarted in the child), and it exits 0. The
+ * parent keeps its blocks and its background thread. */
+Test(rss, fork_with_background_thread) {
+  int st = rss_probe("EBB_BACKGROUND=1", "fork");
+  cr_assert_geq(rss_field("parent_threads_before_fork"), 2, "the background thread never started in the parent");
+  cr_assert_leq(rss_field("child_threads_at_fork"), 1, "the child had %.0f threads at fork",
+                rss_field("child_threads_at_fork"));
+  double dirty = rss_field("child_dirty_after_free_mib");
+  cr_assert_gt(dirty + rss_field("child_purged_by_free_mib"), 90, "the child freed only %.1f MiB",
+               dirty + rss_field("child_purged_by_free_mib"));
+  cr_expect_geq(rss_field("child_threads"), 2, "no background thread in the child after its frees");
+  cr_expect_geq(rss_field("child_ms"), 0, "child: %.0f KiB still dirty 1500 ms after its frees (%.1f MiB right after)",
+                rss_field("child_dirty_end_kib"), dirty);
+  cr_expect_leq(rss_field("child_dirty_end_kib") / 1024, RSS_DIRTY_MAX_MIB);
+  cr_expect_geq(rss_field("child_purged_idle_mib"), dirty - 1,
+                "child: only %.1f MiB purged while idle, %.1f MiB was dirty", rss_field("child_purged_idle_mib"),
+                dirty);
+  cr_expect_eq(rss_field("child_status"), 0, "the child exited with %.0f (signal %.0f)", rss_field("child_status"),
+               rss_field("child_signal"));
+  cr_expect_eq(rss_field("parent_intact"), 1, "the parent's blocks changed across the fork");
+  cr_expect_geq(rss_field("parent_threads"), 2, "the parent lost its background thread");
+  cr_expect_geq(rss_field("parent_ms"), 0, "parent: %.0f KiB still dirty 1500 ms after its frees",
+                rss_field("parent_dirty_end_kib"));
+  rss_assert_exit0("fork", st);
+}

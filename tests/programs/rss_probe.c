@@ -1,0 +1,482 @@
+/* rss_probe.c — run by tests/integration/test_rss.c in a fresh process, with
+ * LD_PRELOAD=build/libebb.so and the EBB_* settings a scenario needs already in
+ * its environment (or without the preload, for a comparison with glibc).
+ * Measures through the kernel: RSS from /proc/self/statm and minor faults from
+ * getrusage, read without allocating. Prints one line of `key=value` fields
+ * per scenario; the test decides what passes. Exit status: 0, or 2 on bad usage
+ * or a failed mapping, or (fork) 3 when the child did not exit 0.
+ * The ebb_* functions are found with dlsym, so the program also runs on glibc
+ * (where it prints ebb=0 and uses malloc_trim for ebb_trim). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ebb.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define DEADLINE_MS 1500 /* the default decay time (500 ms) + 1 s */
+#define POLL_MS 50
+
+/* ---------------------------------------------------------------- measuring */
+
+static void (*stats_fn)(struct ebb_stats *);
+static size_t (*trim_fn)(void);
+static int (*owns_fn)(const void *);
+
+static void find_ebb(void) {
+  stats_fn = (void (*)(struct ebb_stats *))dlsym(RTLD_DEFAULT, "ebb_stats");
+  trim_fn = (size_t(*)(void))dlsym(RTLD_DEFAULT, "ebb_trim");
+  owns_fn = (int (*)(const void *))dlsym(RTLD_DEFAULT, "ebb_owns");
+}
+
+/* 1 when malloc is ebb's: the symbols exist and ebb claims a fresh block. */
+static int on_ebb(void) {
+  if (!stats_fn || !trim_fn || !owns_fn) return 0;
+  void *p = malloc(100);
+  int yes = owns_fn(p);
+  free(p);
+  return yes;
+}
+
+static struct ebb_stats stats(void) {
+  struct ebb_stats s = {0};
+  if (stats_fn) stats_fn(&s);
+  return s;
+}
+
+/* Reads a small /proc file into buf without allocating (no stdio). */
+static int read_proc(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = read(fd, buf, cap - 1);
+  close(fd);
+  if (n < 0) return -1;
+  buf[n] = 0;
+  return (int)n;
+}
+
+/* Resident bytes, from the second field of /proc/self/statm. */
+static size_t rss(void) {
+  char buf[256];
+  if (read_proc("/proc/self/statm", buf, sizeof buf) <= 0) return 0;
+  char *p = buf;
+  while (*p && *p != ' ') p++;
+  size_t pages = 0;
+  while (*p == ' ') p++;
+  while (*p >= '0' && *p <= '9') pages = pages * 10 + (size_t)(*p++ - '0');
+  return pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* The Threads: line of /proc/self/status. */
+static int threads(void) {
+  char buf[4096];
+  if (read_proc("/proc/self/status", buf, sizeof buf) <= 0) return -1;
+  char *p = strstr(buf, "\nThreads:");
+  if (!p) return -1;
+  p += 9;
+  while (*p == ' ' || *p == '\t') p++;
+  int n = 0;
+  while (*p >= '0' && *p <= '9') n = n * 10 + (*p++ - '0');
+  return n;
+}
+
+static long minflt(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void sleep_ms(unsigned ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+static double mib(size_t bytes) { return (double)bytes / (double)MiB; }
+static double smib(size_t a, size_t b) { return a >= b ? mib(a - b) : -mib(b - a); } /* a - b */
+
+/* Fixed-seed generator (xorshift64*): the same plan on every run. */
+static uint64_t rnd(uint64_t *s) {
+  *s ^= *s >> 12;
+  *s ^= *s << 25;
+  *s ^= *s >> 27;
+  return *s * 0x2545F4914F6CDD1Dull;
+}
+static size_t rnd_in(uint64_t *s, size_t lo, size_t hi) { return lo + (size_t)(rnd(s) % (hi - lo + 1)); }
+
+/* Writes every page of a block (and keeps the compiler from dropping it). */
+static void touch(void *p, size_t n, int byte) {
+  memset(p, byte, n);
+  __asm__ volatile("" ::"r"(p) : "memory");
+}
+
+static void *xmap(size_t n) {
+  void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    printf("error: mmap of %zu bytes failed\n", n);
+    exit(2);
+  }
+  return p;
+}
+
+/* ---------------------------------------------------------------- churn */
+
+/* One request's worth of work, the same sizes every cycle: a ~450 KB block,
+ * 3000 of 16-512 B and 24 of 4-64 KiB, in a fixed interleaved order, all
+ * written, then freed in a fresh random order. */
+#define CHURN_SMALL 3000
+#define CHURN_MEDIUM 24
+#define CHURN_N (1 + CHURN_SMALL + CHURN_MEDIUM)
+#define CHURN_WARM 100
+#define CHURN_MEASURED 100
+
+static size_t churn_size[CHURN_N];
+static void *churn_ptr[CHURN_N];
+static unsigned churn_order[CHURN_N];
+
+static void churn_plan(void) {
+  uint64_t s = 0x5eed0001;
+  size_t n = 0;
+  churn_size[n++] = 450 * KiB;
+  for (int i = 0; i < CHURN_SMALL; i++) churn_size[n++] = rnd_in(&s, 16, 512);
+  for (int i = 0; i < CHURN_MEDIUM; i++) churn_size[n++] = rnd_in(&s, 4 * KiB, 64 * KiB);
+  for (size_t i = CHURN_N - 1; i > 0; i--) { /* interleave the kinds, once */
+    size_t j = (size_t)(rnd(&s) % (i + 1)), t = churn_size[i];
+    churn_size[i] = churn_size[j];
+    churn_size[j] = t;
+  }
+  for (unsigned i = 0; i < CHURN_N; i++) churn_order[i] = i;
+}
+
+static int churn_cycle(uint64_t *s) {
+  for (unsigned i = 0; i < CHURN_N; i++) {
+    churn_ptr[i] = malloc(churn_size[i]);
+    if (!churn_ptr[i]) return -1;
+    touch(churn_ptr[i], churn_size[i], (int)i);
+  }
+  for (unsigned i = CHURN_N - 1; i > 0; i--) {
+    unsigned j = (unsigned)(rnd(s) % (i + 1)), t = churn_order[i];
+    churn_order[i] = churn_order[j];
+    churn_order[j] = t;
+  }
+  for (unsigned i = 0; i < CHURN_N; i++) free(churn_ptr[churn_order[i]]);
+  return 0;
+}
+
+static int mode_churn(unsigned gap_ms) {
+  uint64_t s = 0x5eed0002;
+  churn_plan();
+  size_t rss0 = rss();
+  long f0 = minflt();
+  for (int c = 0; c < CHURN_WARM; c++) {
+    if (churn_cycle(&s)) return printf("error: malloc failed\n"), 2;
+    if (gap_ms) sleep_ms(gap_ms);
+  }
+  long f1 = minflt();
+  size_t rss1 = rss();
+  uint64_t t1 = now_ms();
+  long worst = 0, prev = f1;
+  for (int c = 0; c < CHURN_MEASURED; c++) {
+    if (churn_cycle(&s)) return printf("error: malloc failed\n"), 2;
+    if (gap_ms) sleep_ms(gap_ms);
+    long f = minflt();
+    if (f - prev > worst) worst = f - prev;
+    prev = f;
+  }
+  long f2 = minflt();
+  uint64_t t2 = now_ms();
+  printf("ebb=%d gap_ms=%u warm_cycles=%d cycles=%d warm_faults=%ld faults=%ld worst_cycle=%ld "
+         "rss_before_mib=%.1f rss_mib=%.1f rss_growth_kib=%ld measured_ms=%llu\n",
+         on_ebb(), gap_ms, CHURN_WARM, CHURN_MEASURED, f1 - f0, f2 - f1, worst, mib(rss0), mib(rss()),
+         (long)((long long)rss() - (long long)rss1) / 1024, (unsigned long long)(t2 - t1));
+  return 0;
+}
+
+/* ---------------------------------------------------------------- handoff */
+
+/* Two threads each build half of ~256 MiB of 32-512 B objects, swap arrays,
+ * free the other's objects except one in 512, and exit. Then the main thread
+ * watches RSS fall, either allocating a little every millisecond or (with the
+ * background thread) doing nothing the allocator can see. */
+#define HANDOFF_BYTES (128 * MiB) /* per thread */
+#define HANDOFF_MAX (HANDOFF_BYTES / 32)
+#define KEEP_EVERY 512
+
+struct worker {
+  int id;
+  void **ptrs;       /* what it built (an mmap, not a malloc) */
+  size_t n;          /* objects built */
+  size_t *sizes;     /* their sizes */
+  void **kept;       /* the other's survivors, one in KEEP_EVERY */
+  size_t nkept, live;/* how many, and their bytes */
+  size_t build_rss;  /* RSS when both had built */
+};
+static struct worker workers[2];
+static pthread_barrier_t handoff_barrier;
+
+static void *handoff_main(void *arg) {
+  struct worker *w = arg, *other = &workers[1 - w->id];
+  uint64_t s = 0xb01d0000u + (uint64_t)w->id;
+  size_t bytes = 0;
+  while (bytes < HANDOFF_BYTES) {
+    size_t sz = rnd_in(&s, 32, 512);
+    void *p = malloc(sz);
+    if (!p) break;
+    touch(p, sz, (int)(w->n & 0xff));
+    w->ptrs[w->n] = p;
+    w->sizes[w->n++] = sz;
+    bytes += sz;
+  }
+  pthread_barrier_wait(&handoff_barrier);
+  if (w->id == 0) w->build_rss = rss();
+  pthread_barrier_wait(&handoff_barrier);
+  for (size_t i = 0; i < other->n; i++) {
+    if (i % KEEP_EVERY == 0) {
+      w->kept[w->nkept++] = other->ptrs[i];
+      w->live += other->sizes[i];
+    } else {
+      free(other->ptrs[i]);
+    }
+  }
+  return NULL;
+}
+
+static int mode_handoff(int activity) {
+  size_t nkept_max = HANDOFF_MAX / KEEP_EVERY + 1;
+  for (int i = 0; i < 2; i++) {
+    workers[i] = (struct worker){.id = i};
+    workers[i].ptrs = xmap(HANDOFF_MAX * sizeof(void *));
+    workers[i].sizes = xmap(HANDOFF_MAX * sizeof(size_t));
+    workers[i].kept = xmap(nkept_max * sizeof(void *));
+  }
+  pthread_barrier_init(&handoff_barrier, NULL, 2);
+  int ebb = on_ebb();
+  size_t base = rss();
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    if (pthread_create(&t[i], NULL, handoff_main, &workers[i])) return printf("error: pthread_create\n"), 2;
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  /* The arrays go back now: only the survivors and what the allocator keeps remain. */
+  for (int i = 0; i < 2; i++) {
+    munmap(workers[i].ptrs, HANDOFF_MAX * sizeof(void *));
+    munmap(workers[i].sizes, HANDOFF_MAX * sizeof(size_t));
+  }
+  uint64_t t0 = now_ms();
+  size_t live = workers[0].live + workers[1].live, bound = 2 * live + 16 * MiB;
+  size_t at_exit = rss(), r = at_exit;
+  long reached = -1;
+  uint64_t next_poll = t0, spins = 0;
+  for (;;) {
+    uint64_t t = now_ms();
+    if (t >= next_poll) {
+      r = rss();
+      if (r <= base + bound) {
+        reached = (long)(t - t0);
+        break;
+      }
+      if (t - t0 >= DEADLINE_MS) break;
+      next_poll += POLL_MS;
+    }
+    if (activity) {
+      size_t sz = 16 + (spins++ % 16) * 16;
+      char *p = malloc(sz);
+      if (p) touch(p, sz, 1);
+      free(p);
+      sleep_ms(1);
+    } else {
+      sleep_ms(POLL_MS);
+    }
+  }
+  uint64_t t1 = now_ms();
+  struct ebb_stats st = stats();
+  printf("ebb=%d activity=%d objects=%zu kept=%zu live_kib=%zu bound_mib=%.1f base_mib=%.1f "
+         "build_mib=%.1f exit_mib=%.1f final_mib=%.1f reached_ms=%ld watched_ms=%llu "
+         "dirty_mib=%.1f active_mib=%.1f mapped_mib=%.1f threads=%d\n",
+         ebb, activity, workers[0].n + workers[1].n, workers[0].nkept + workers[1].nkept, live / KiB,
+         mib(bound), mib(base), smib(workers[0].build_rss, base), smib(at_exit, base), smib(r, base),
+         reached, (unsigned long long)(t1 - t0), mib(st.dirty), mib(st.active), mib(st.mapped), threads());
+  for (int i = 0; i < 2; i++)
+    for (size_t k = 0; k < workers[i].nkept; k++) free(workers[i].kept[k]);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- large + trim */
+
+#define TRIM_BLOCK (64 * KiB)
+#define TRIM_COUNT (200 * MiB / TRIM_BLOCK)
+static void *trim_ptr[TRIM_COUNT];
+
+static int mode_large(void) {
+  int ebb = on_ebb();
+  /* A 64 MiB block: ebb unmaps large blocks at free. */
+  size_t base = rss();
+  char *big = malloc(64 * MiB);
+  if (!big) return printf("error: malloc failed\n"), 2;
+  touch(big, 64 * MiB, 7);
+  size_t with_big = rss();
+  uint64_t t0 = now_ms();
+  free(big);
+  size_t r = rss();
+  long reached = -1;
+  for (;;) {
+    uint64_t t = now_ms();
+    if (with_big - r >= 60 * MiB) {
+      reached = (long)(t - t0);
+      break;
+    }
+    if (t - t0 >= DEADLINE_MS) break;
+    sleep_ms(POLL_MS);
+    r = rss();
+  }
+  printf("ebb=%d big_growth_mib=%.1f big_drop_mib=%.1f big_reached_ms=%ld ", ebb, smib(with_big, base),
+         smib(with_big, r), reached);
+
+  /* 200 MiB of 64 KiB blocks, freed: what stays dirty, then one trim. */
+  size_t base2 = rss();
+  for (size_t i = 0; i < TRIM_COUNT; i++) {
+    trim_ptr[i] = malloc(TRIM_BLOCK);
+    if (!trim_ptr[i]) return printf("error: malloc failed\n"), 2;
+    touch(trim_ptr[i], TRIM_BLOCK, (int)i);
+  }
+  size_t full = rss();
+  for (size_t i = 0; i < TRIM_COUNT; i++) free(trim_ptr[i]);
+  struct ebb_stats before = stats();
+  size_t freed = rss();
+  size_t trimmed = trim_fn && ebb ? trim_fn() : (size_t)malloc_trim(0);
+  struct ebb_stats after = stats();
+  size_t end = rss();
+  printf("blocks_mib=%.1f rss_after_free_mib=%.1f dirty_before_mib=%.1f trimmed_mib=%.1f "
+         "dirty_after=%zu trim_drop_mib=%.1f rss_after_trim_mib=%.1f purged_growth_mib=%.1f\n",
+         smib(full, base2), smib(freed, base2), mib(before.dirty), ebb ? mib(trimmed) : (double)trimmed,
+         after.dirty, smib(freed, end), smib(end, base2), smib(after.purged, before.purged));
+  return 0;
+}
+
+/* ---------------------------------------------------------------- fork */
+
+#define FORK_BLOCK (64 * KiB)
+#define FORK_CHILD_COUNT (100 * MiB / FORK_BLOCK)
+#define FORK_PARENT_COUNT (16 * MiB / FORK_BLOCK)
+static void *fork_ptr[FORK_CHILD_COUNT];
+
+static void alloc_free_blocks(size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    fork_ptr[i] = malloc(FORK_BLOCK);
+    if (fork_ptr[i]) touch(fork_ptr[i], FORK_BLOCK, (int)i);
+  }
+  for (size_t i = 0; i < count; i++) free(fork_ptr[i]);
+}
+
+/* Waits, touching nothing of the allocator but ebb_stats (which only reads),
+ * until dirty memory is gone or the deadline passes. Returns ms, or -1. */
+static long wait_dirty_gone(struct ebb_stats *out) {
+  uint64_t t0 = now_ms();
+  for (;;) {
+    uint64_t t = now_ms();
+    *out = stats();
+    if (out->dirty <= MiB) return (long)(t - t0);
+    if (t - t0 >= DEADLINE_MS) return -1;
+    sleep_ms(POLL_MS);
+  }
+}
+
+/* Waits up to a second for the background thread to show in /proc. */
+static int wait_threads(int want) {
+  int n = threads();
+  for (int i = 0; i < 20 && n < want; i++) {
+    sleep_ms(POLL_MS);
+    n = threads();
+  }
+  return n;
+}
+
+static int fork_child(void) {
+  int threads_at_fork = threads();
+  struct ebb_stats s0 = stats();
+  alloc_free_blocks(FORK_CHILD_COUNT);
+  struct ebb_stats s1 = stats();
+  int threads_after = wait_threads(2);
+  struct ebb_stats s2;
+  long ms = wait_dirty_gone(&s2);
+  size_t purged_idle = s2.purged - s1.purged;
+  int ok = ms >= 0 && s2.dirty <= 64 * MiB && s2.purged > s1.purged;
+  printf("child_threads_at_fork=%d child_threads=%d child_dirty_after_free_mib=%.1f "
+         "child_purged_by_free_mib=%.1f child_purged_idle_mib=%.1f child_dirty_end_kib=%zu child_ms=%ld ",
+         threads_at_fork, threads_after, mib(s1.dirty), smib(s1.purged, s0.purged), mib(purged_idle),
+         s2.dirty / KiB, ms);
+  fflush(stdout);
+  return ok ? 0 : 1;
+}
+
+static int mode_fork(void) {
+  int ebb = on_ebb();
+  /* Blocks that live across the fork, to check in both processes. */
+  enum { KEEP = 64 };
+  char *keep[KEEP];
+  for (int i = 0; i < KEEP; i++) {
+    keep[i] = malloc(1000 + (size_t)i * 100);
+    if (keep[i]) memset(keep[i], i, 1000 + (size_t)i * 100);
+  }
+  alloc_free_blocks(FORK_PARENT_COUNT); /* dirty memory: starts the background thread */
+  int threads_before = wait_threads(2);
+  printf("ebb=%d parent_threads_before_fork=%d ", ebb, threads_before);
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) return printf("error: fork\n"), 2;
+  if (pid == 0) {
+    int rc = fork_child();
+    for (int i = 0; i < KEEP; i++)
+      if (!keep[i] || keep[i][0] != (char)i || keep[i][999 + i * 100] != (char)i) rc = 1;
+    _exit(rc);
+  }
+  int status = 0;
+  alloc_free_blocks(FORK_PARENT_COUNT); /* the parent goes on as before */
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  int intact = 1;
+  for (int i = 0; i < KEEP; i++) {
+    if (!keep[i] || keep[i][0] != (char)i || keep[i][999 + i * 100] != (char)i) intact = 0;
+    free(keep[i]);
+  }
+  alloc_free_blocks(FORK_PARENT_COUNT);
+  struct ebb_stats s;
+  long ms = wait_dirty_gone(&s);
+  int child_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  printf("child_status=%d child_signal=%d parent_intact=%d parent_threads=%d parent_dirty_end_kib=%zu "
+         "parent_ms=%ld\n",
+         WIFEXITED(status) ? WEXITSTATUS(status) : -1, WIFSIGNALED(status) ? WTERMSIG(status) : 0, intact,
+         threads(), s.dirty / KiB, ms);
+  return child_ok ? 0 : 3;
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv) {
+  find_ebb();
+  if (argc >= 2 && strcmp(argv[1], "churn") == 0) return mode_churn(argc >= 3 ? (unsigned)atoi(argv[2]) : 0);
+  if (argc >= 2 && strcmp(argv[1], "handoff") == 0) return mode_handoff(argc >= 3 && atoi(argv[2]));
+  if (argc >= 2 && strcmp(argv[1], "large") == 0) return mode_large();
+  if (argc >= 2 && strcmp(argv[1], "fork") == 0) return mode_fork();
+  fprintf(stderr, "usage: rss_probe churn GAP_MS | handoff ACTIVITY | large | fork\n");
+  return 2;
+}
