@@ -86,7 +86,10 @@ test-stress: $(B)/tests/stress $(B)/tests/stress-debug
 	$(B)/tests/stress --jobs=1
 	EBB_STRESS_SCALE=4 $(B)/tests/stress-debug --jobs=1
 test-valgrind: $(B)/tests/api-vg
-	valgrind -q --error-exitcode=1 --trace-children=no $(B)/tests/api-vg --jobs=1 --no-early-exit
+	@# Criterion re-executes the binary for each test (hence trace-children); memcheck must
+	@# not swap its own malloc in for the one linked into the program (hence the synonym).
+	valgrind -q --error-exitcode=1 --trace-children=yes --soname-synonyms=somalloc=nouserintercepts \
+	  $(B)/tests/api-vg --jobs=2
 test-bench-smoke: all
 	$(MAKE) -C bench smoke
 

@@ -54,9 +54,7 @@ EBB_INLINE bool block_parked(const page_t *pg, const void *p) {
  * and there the 64-bit per-process key makes a chance match negligible. */
 EBB_INLINE void check_not_free(owner_t o, block_t *b, bool local, const char *func) {
   if (unlikely(o.page->purged != 0) && block_parked(o.page, b)) ebb_fatal(func, "double free", b);
-  track_open(b, sizeof *b);
-  bool cookie = b->cookie == page_cookie(b);
-  if (unlikely(cookie) && (!local || page_holds_free(o.page, b))) ebb_fatal(func, "double free", b);
+  if (unlikely(block_has_cookie(b)) && (!local || page_holds_free(o.page, b))) ebb_fatal(func, "double free", b);
 }
 
 /* ------------------------------------------------------------ large blocks */
@@ -86,7 +84,7 @@ static void *huge_alloc(arena_t *first_class, size_t size, size_t align) {
   huge_t *h = huge_new(size, align);
   if (!h) return fail_nomem();
   huge_link(first_class, h);
-  track_malloc(h->user, size, true);
+  track_malloc(h->user, huge_usable(h), true);
   return h->user;
 }
 
@@ -139,8 +137,7 @@ EBB_EXPORT void ebb_free(void *p) {
   if (likely(h == c && h && c->arena == a)) {
     page_t *pg = chunk_page_of(c, p);
     block_t *b = p;
-    track_open(b, sizeof *b);
-    if (likely(page_is_block(pg, p) && !pg->slow_free && b->cookie != page_cookie(b))) {
+    if (likely(page_is_block(pg, p) && !pg->slow_free && !block_has_cookie(b))) {
       arena_free_local(a, pg, b);
       return;
     }
@@ -171,10 +168,7 @@ EBB_EXPORT int ebb_owns(const void *p) {
   page_t *pg = chunk_page_of(c, p);
   if (!page_is_block(pg, p) || block_parked(pg, p)) return 0;
   const block_t *b = p;
-  track_open((void *)b, sizeof *b);
-  bool cookie = b->cookie == page_cookie(b);
-  track_close((void *)b, sizeof *b);
-  if (!cookie) return 1;
+  if (!block_has_cookie(b)) return 1;
   return c->arena == arena_tls && !page_holds_free(pg, b);
 }
 
@@ -214,7 +208,8 @@ static void *realloc_in(arena_t *a, void *p, size_t size, bool first_class) {
     huge_link(owner, h ? h : o.huge);
     if (h) {
       track_free(p);
-      track_malloc(h->user, size, false);
+      track_malloc(h->user, huge_usable(h), false);
+      track_open(h->user, old < size ? old : size); /* the kept bytes moved with the pages */
       return h->user;
     }
   }

@@ -76,7 +76,7 @@ EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
     pg->free = b->next;
     b->cookie = 0;
     pg->used++;
-    track_malloc(b, size, false);
+    track_malloc(b, pg->block_size, false);
     return b;
   }
   return arena_malloc_slow(a, c, size);

@@ -7,7 +7,7 @@
  * run.sh also runs this under valgrind --tool=callgrind with two iteration counts
  * and takes (Ir(N2) - Ir(N1)) / (N2 - N1) as instructions per pair: start-up, the
  * allocator's initialisation and the final frees cancel out, and the count is
- * the same on a busy machine. The loop's own bookkeeping (~10 instructions) is in it
+ * the same on a busy machine. The loop's own bookkeeping (a few instructions) is in it
  * for every allocator alike. */
 #include "common.h"
 

@@ -117,7 +117,8 @@ select_allocators() {
 
 # Allocator order for repetition $1: rotated by one each time.
 rotated() {
-  local n=$1 arr=($ALLOCATORS) i out=""
+  local n=$1 arr i out=""
+  read -r -a arr <<<"$ALLOCATORS"
   for ((i = 0; i < ${#arr[@]}; i++)); do out="$out ${arr[(i + n) % ${#arr[@]}]}"; done
   echo "$out"
 }
@@ -195,7 +196,7 @@ run_one() {
   local wl=$1 cs=$2 args=$3 alloc=$4 rep=$5 tmp t0 rc served summary
   tmp=$OUT/.out
   t0=$(date +%s.%N)
-  # shellcheck disable=SC2086  # the env words and arguments are meant to split
+  # shellcheck disable=SC2046,SC2086  # the env words and the arguments are meant to split
   env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND $(alloc_env "$alloc") \
     timeout -s KILL 300 "$BIN/$wl" $args >"$tmp" 2>"$tmp.err"
   rc=$?
@@ -225,7 +226,7 @@ check_run() {
 run_callgrind() {
   local alloc=$1 n1=$2 n2=$3 ir1="" ir2="" ir served rc=0 n
   for n in "$n1" "$n2"; do
-    # shellcheck disable=SC2086
+    # shellcheck disable=SC2046  # the env words are meant to split
     env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND $(alloc_env "$alloc") \
       timeout -s KILL 300 valgrind --tool=callgrind --callgrind-out-file=/dev/null "$BIN/loop" --iters "$n" \
       >"$OUT/.out" 2>"$OUT/.out.err" || rc=$?
@@ -251,7 +252,7 @@ count_runs() {
   local wl line
   for wl in $WORKLOADS; do
     while IFS= read -r line; do
-      NTOTAL=$((NTOTAL + $(case_runs "$wl" "${line%%|*}") * $(echo $ALLOCATORS | wc -w)))
+      NTOTAL=$((NTOTAL + $(case_runs "$wl" "${line%%|*}") * $(echo "$ALLOCATORS" | wc -w)))
     done < <(cases "$wl")
   done
 }
@@ -264,6 +265,7 @@ run_all() {
         cs=${line%%|*} args=${line#*|}
         [ "$rep" -le "$(case_runs "$wl" "$cs")" ] || continue
         for alloc in $(rotated $((rep - 1))); do
+          # shellcheck disable=SC2086  # "N1 N2"
           if [ "$cs" = callgrind ]; then run_callgrind "$alloc" $args
           else run_one "$wl" "$cs" "$args" "$alloc" "$rep"; fi
         done

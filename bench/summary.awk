@@ -59,6 +59,13 @@ function best_other(wc, m, a,    i, b, best) {
   }
   return best
 }
+# "ratio name" against the best other family, or "–" when there is none or it is 0.
+function best_cell(wc, m, a, v,    b, r) {
+  b = best_other(wc, m, a)
+  if (b == "") return "–"
+  r = ratio(v, med[wc, m, b])
+  return r == "–" ? r : r " " b
+}
 function header_row(first, lead,    i, s, d) {
   s = "| " first; d = "|---"
   for (i = 2; i <= lead; i++) d = d "|---"
@@ -76,7 +83,7 @@ function row(name, wc, m, what,    i, a, s, v, b) {
     if (what == "median") s = s " | " fmt(m, v)
     else if (what == "range") s = s " | " fmt(m, lo[wc, m, a]) "–" fmt(m, hi[wc, m, a])
     else if (what == "glibc") s = s " | " (((wc, m, "glibc") in med) ? ratio(v, med[wc, m, "glibc"]) : "–")
-    else if (what == "best") { b = best_other(wc, m, a); s = s " | " (b == "" ? "–" : ratio(v, med[wc, m, b]) " " b) }
+    else if (what == "best") s = s " | " best_cell(wc, m, a, v)
   }
   print s " |"
 }

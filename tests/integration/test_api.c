@@ -756,7 +756,9 @@ API_TEST(stats, counters_follow_a_large_block) {
   cr_assert(p);
   memset(p, 1, n);
   ebb_stats(&s1);
-  cr_assert_geq(s1.mapped, s0.mapped + n, "mapped %zu -> %zu after a 64 MiB malloc", s0.mapped, s1.mapped);
+  /* n - n / 8: a purge thread may unmap older memory meanwhile */
+  cr_assert_geq(s1.mapped, s0.mapped + n - n / 8, "mapped %zu -> %zu after a 64 MiB malloc", s0.mapped,
+                s1.mapped);
   cr_assert_geq(s1.active, s0.active + n, "active %zu -> %zu after a 64 MiB malloc", s0.active, s1.active);
   cr_assert_geq(s1.allocated, s0.allocated + n / 2, "allocated %zu -> %zu after a 64 MiB malloc",
                 s0.allocated, s1.allocated);
