@@ -34,6 +34,8 @@ EBB_INLINE owner_t lookup(const void *p, const char *func) {
   chunk_t *c = chunk_of(p);
   if (likely(h == c && h)) {
     page_t *pg = chunk_page_of(c, p);
+    if (unlikely(pg->cls >= NCLASSES)) /* a block start of a page since emptied: freed already */
+      ebb_fatal(func, pg->cls == PAGE_UNUSED && page_is_block(pg, p) ? "double free" : "invalid pointer", p);
     EBB_CHECK(page_is_block(pg, p), func, "invalid pointer", p);
     return (owner_t){c, pg, NULL};
   }
@@ -166,7 +168,7 @@ EBB_EXPORT int ebb_owns(const void *p) {
   chunk_t *c = chunk_of(p);
   if (h != c) return huge_of(h) && huge_of(h)->user == p;
   page_t *pg = chunk_page_of(c, p);
-  if (!page_is_block(pg, p) || block_parked(pg, p)) return 0;
+  if (pg->cls >= NCLASSES || !page_is_block(pg, p) || block_parked(pg, p)) return 0;
   const block_t *b = p;
   if (!block_has_cookie(b)) return 1;
   return c->arena == arena_tls && !page_holds_free(pg, b);

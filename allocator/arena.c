@@ -112,7 +112,26 @@ static void dirty_add(arena_t *a, ptrdiff_t d) {
   atomic_fetch_add_explicit(&dirty_total, (size_t)d, memory_order_relaxed);
 }
 
-static page_t *take_span_locked(arena_t *a, unsigned units) {
+/* A class gets back the very span it gave up last, if still free: a request
+ * loop then carves the same, still resident, memory every cycle. */
+static page_t *take_last_span_locked(arena_t *a, unsigned cls, unsigned units) {
+  page_t *pg = a->last_span[cls];
+  if (!pg) return NULL;
+  a->last_span[cls] = NULL;
+  chunk_t *c = chunk_of(pg);
+  for (chunk_t *k = a->chunks; k; k = k->next) /* the chunk may have been unmapped since */
+    if (k == c) {
+      uint64_t dirty_before = c->dirty_units;
+      page_t *got = chunk_take_span_at(c, pg, units);
+      if (got) dirty_add(a, -(ptrdiff_t)((size_t)__builtin_popcountll(dirty_before & ~c->dirty_units) * UNIT_SIZE));
+      return got;
+    }
+  return NULL;
+}
+
+static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units) {
+  page_t *last = take_last_span_locked(a, cls, units);
+  if (last) return last;
   for (int warm = 1; warm >= 0; warm--)
     for (chunk_t *c = a->chunks; c; c = c->next) {
       uint64_t dirty_before = c->dirty_units;
@@ -135,7 +154,7 @@ static page_t *take_span_locked(arena_t *a, unsigned units) {
 static page_t *arena_page_new(arena_t *a, unsigned cls) {
   unsigned units = class_info[cls].units;
   spin_lock(&a->lock);
-  page_t *pg = take_span_locked(a, units);
+  page_t *pg = take_span_locked(a, cls, units);
   if (pg) {
     stat_add(&a->active, (ptrdiff_t)(units * UNIT_SIZE));
     atomic_fetch_add_explicit(&active_total, units * UNIT_SIZE, memory_order_relaxed);
@@ -162,6 +181,7 @@ static void arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
   spin_lock(&a->lock);
   uint64_t now = os_now_ms();
   a->now = now;
+  a->last_span[pg->cls] = pg;
   chunk_give_span(chunk_of(pg), pg, since ? since : now);
   stat_add(&a->active, -(ptrdiff_t)span);
   atomic_fetch_sub_explicit(&active_total, span, memory_order_relaxed);
@@ -197,9 +217,14 @@ void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
   return arena_malloc(a, size);
 }
 
+/* An empty page goes back to its chunk at once unless it is its class's
+ * current page; a current page spanning several units goes back too, so an
+ * idle thread pins at most one single-unit page per class (other threads can
+ * purge free units, never a live thread's pages). Reusing the still-resident
+ * units costs a lock, not a page fault. */
 void arena_free_local_slow(arena_t *a, page_t *pg) {
   if (pg->full) page_unmark_full(a, pg);
-  if (pg->used == 0 && a->direct[pg->cls] != pg && !pg->remote_pending) {
+  if (pg->used == 0 && (a->direct[pg->cls] != pg || pg->units > 1) && !pg->remote_pending) {
     arena_page_retire(a, pg, 0);
     background_maybe_start(); /* here, not in retire: it may call malloc */
   }
@@ -404,6 +429,7 @@ static void arena_reset(arena_t *a) {
   for (unsigned c = 0; c < NCLASSES; c++) {
     a->direct[c] = &page_empty;
     a->queues[c].first = a->queues[c].last = NULL;
+    a->last_span[c] = NULL;
   }
   a->tick = TICK_FREES;
   a->now = os_now_ms();

@@ -33,6 +33,7 @@ typedef struct arena {
   uint64_t now;                   /* coarse clock (ms), refreshed on ticks */
   uint64_t last_decay;            /* when this arena last ran its decay pass */
   pqueue_t queues[NCLASSES];      /* pages with (possibly) free blocks, per class */
+  page_t *last_span[NCLASSES];    /* where each class's last retired page was: taken again first */
   _Atomic(page_t *) remote_pages; /* full pages that got a remote free */
   spinlock_t lock;                /* chunks' bitmaps, chunk list, huge list */
   chunk_t *chunks;                /* chunk list */

@@ -38,11 +38,7 @@ static uint64_t span_mask(unsigned first, unsigned n) {
   return m << first;
 }
 
-page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only) {
-  if (c->free_count < n) return NULL;
-  uint64_t runs = runs_of(warm_only ? c->free_units & c->dirty_units : c->free_units, n);
-  if (!runs) return NULL;
-  unsigned first = (unsigned)__builtin_ctzll(runs);
+static page_t *take_at(chunk_t *c, unsigned first, unsigned n) {
   uint64_t m = span_mask(first, n);
   c->free_units &= ~m;
   c->dirty_units &= ~m;
@@ -54,14 +50,30 @@ page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only) {
   return &c->pages[first];
 }
 
+page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only) {
+  if (c->free_count < n) return NULL;
+  uint64_t runs = runs_of(warm_only ? c->free_units & c->dirty_units : c->free_units, n);
+  if (!runs) return NULL;
+  return take_at(c, (unsigned)__builtin_ctzll(runs), n);
+}
+
+page_t *chunk_take_span_at(chunk_t *c, page_t *pg, unsigned n) {
+  unsigned first = (unsigned)(pg - c->pages);
+  if (first == 0 || first + n > CHUNK_UNITS) return NULL;
+  uint64_t m = span_mask(first, n);
+  return (c->free_units & m) == m ? take_at(c, first, n) : NULL;
+}
+
 void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now) {
   unsigned first = (unsigned)(pg - c->pages), n = pg->units;
   uint64_t m = span_mask(first, n);
   for (unsigned k = 0; k < n; k++) {
+    /* The head keeps its geometry, so free() can still tell a double free of one
+     * of its blocks from a wild pointer; slow_free keeps the fast path away. */
     c->pages[first + k].cls = PAGE_UNUSED;
     c->pages[first + k].head_offset = 0;
-    c->pages[first + k].magic = 0;
-    c->pages[first + k].carved_end = 0;
+    c->pages[first + k].slow_free = 1;
+    if (k) c->pages[first + k].magic = 0;
     c->dirty_since[first + k] = now;
   }
   c->free_units |= m;

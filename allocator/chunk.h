@@ -36,6 +36,9 @@ void chunk_delete(chunk_t *c);          /* unregisters and unmaps */
  * page faults); NULL if none fits. Sets the descriptors of its tail units; the
  * caller initialises the head. */
 page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only);
+/* The span of n units at pg if they are all free (NULL otherwise), taken as
+ * chunk_take_span does. */
+page_t *chunk_take_span_at(chunk_t *c, page_t *pg, unsigned n);
 /* Gives the span of pg back, dirty since now. */
 void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now);
 /* Purges dirty free units that became dirty at or before cutoff, lowest address

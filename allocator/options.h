@@ -8,7 +8,7 @@
 #include "common.h"
 
 #ifndef EBB_DEFAULT_DECAY_MS
-#define EBB_DEFAULT_DECAY_MS 500
+#define EBB_DEFAULT_DECAY_MS 250
 #endif
 #ifndef EBB_DEFAULT_DIRTY_MAX
 #define EBB_DEFAULT_DIRTY_MAX (64ll << 20) /* bytes; a negative value means -N percent */

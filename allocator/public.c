@@ -8,7 +8,9 @@
 #include "common.h"
 #include <errno.h>
 #include <malloc.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include "fmt.h"
 
 #define ALIAS(name) __attribute__((alias(#name), used, visibility("default")))
 
@@ -53,6 +55,46 @@ EBB_EXPORT struct mallinfo2 mallinfo2(void) {
   m.keepcost = s.dirty;
   m.hblkhd = s.mapped;
   return m;
+}
+
+/* The old int-sized mallinfo, clamped; defined too so that a fully static program
+ * calling it does not pull glibc's malloc.o (and its clashing malloc) from libc.a. */
+static int clamp_int(size_t v) { return v > INT32_MAX ? INT32_MAX : (int)v; }
+EBB_EXPORT struct mallinfo mallinfo(void) {
+  struct mallinfo2 m2 = mallinfo2();
+  struct mallinfo m = {0};
+  m.arena = clamp_int(m2.arena);
+  m.uordblks = clamp_int(m2.uordblks);
+  m.fordblks = clamp_int(m2.fordblks);
+  m.keepcost = clamp_int(m2.keepcost);
+  m.hblkhd = clamp_int(m2.hblkhd);
+  return m;
+}
+
+/* glibc's malloc_info writes XML to a FILE. ebb writes the same counters as a
+ * small XML document, formatted in a stack buffer and written to the stream's
+ * descriptor after flushing it (fflush and fileno do not allocate). */
+EBB_EXPORT int malloc_info(int options, FILE *fp) {
+  if (options != 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  struct ebb_stats s;
+  ebb_stats(&s);
+  char buf[512];
+  fmt_t f = FMT_ON(buf);
+  fmt_str(&f, "<malloc version=\"ebb-1\">\n<total type=\"mapped\" size=\"");
+  fmt_u64(&f, s.mapped);
+  fmt_str(&f, "\"/>\n<total type=\"active\" size=\"");
+  fmt_u64(&f, s.active);
+  fmt_str(&f, "\"/>\n<total type=\"dirty\" size=\"");
+  fmt_u64(&f, s.dirty);
+  fmt_str(&f, "\"/>\n<total type=\"allocated\" size=\"");
+  fmt_u64(&f, s.allocated);
+  fmt_str(&f, "\"/>\n</malloc>\n");
+  fflush(fp);
+  fmt_flush(&f, fileno(fp));
+  return 0;
 }
 
 /* mallopt is accepted and ignored (ebb is tuned by EBB_* variables). */

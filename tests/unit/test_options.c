@@ -37,7 +37,7 @@ Test(options, bad_values_warn_and_keep_the_default) {
   cr_assert_eq(opt.decay_ms, decay);
   cr_assert_eq(opt.dirty_max, dirty);
   cr_assert_eq(opt.stats, 1);
-  cr_assert_not_null(strstr(fake_stderr, "ebb: warning: EBB_DECAY_MS=abc is not valid; keeping the default 500\n"),
+  cr_assert_not_null(strstr(fake_stderr, "ebb: warning: EBB_DECAY_MS=abc is not valid; keeping the default 250\n"),
                      "%s", fake_stderr);
   cr_assert_not_null(strstr(fake_stderr, "ebb: warning: EBB_DIRTY_MAX=-3 is not valid"), "%s", fake_stderr);
   int lines = 0;
