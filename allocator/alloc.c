@@ -128,20 +128,30 @@ static EBB_NOINLINE void free_block(void *p, const char *func) {
   else arena_free_remote(o.chunk->arena, o.page, p);
 }
 
-/* The fast path: a block of this thread's arena, in a page with no purged
- * granules and not full, whose cookie says it is live. Anything else takes
- * free_block, which checks everything again and names the misuse. */
+/* The fast path: a live block of a page in a chunk. Freed by the owner, it goes
+ * on the page's list unless the page needs the slow path (full or purged);
+ * freed by another thread, onto the page's remote list (one CAS), unless the
+ * page has purged granules (then free_block checks for a parked block first).
+ * Anything else takes free_block, which checks everything again and names the
+ * misuse. */
 EBB_EXPORT void ebb_free(void *p) {
   if (unlikely(p == NULL)) return;
   void *h = registry_get(p);
   chunk_t *c = chunk_of(p);
-  arena_t *a = arena_tls;
-  if (likely(h == c && h && c->arena == a)) {
+  if (likely(h == c && h)) {
     page_t *pg = chunk_page_of(c, p);
     block_t *b = p;
-    if (likely(page_is_block(pg, p) && !pg->slow_free && !block_has_cookie(b))) {
-      arena_free_local(a, pg, b);
-      return;
+    if (likely(page_is_block(pg, p) && !block_has_cookie(b))) {
+      arena_t *a = arena_tls, *owner = c->arena;
+      if (likely(owner == a)) {
+        if (likely(!pg->slow_free)) {
+          arena_free_local(a, pg, b);
+          return;
+        }
+      } else if (pg->purged == 0 && pg->cls < NCLASSES) {
+        arena_free_remote(owner, pg, b);
+        return;
+      }
     }
   }
   free_block(p, "free");

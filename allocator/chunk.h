@@ -12,8 +12,11 @@ enum { HDR_CHUNK = 0x43484b31u, HDR_HUGE = 0x48554731u }; /* first word of every
 struct arena;
 typedef struct chunk {
   uint32_t kind;             /* HDR_CHUNK */
+  uint32_t pad0;
+  struct arena *arena;       /* owner; never changes while mapped (read by every free) */
+  uint64_t pad1[6];          /* keeps the line every free reads apart from the bitmaps */
   uint32_t free_count;       /* free units */
-  struct arena *arena;       /* owner; never changes while mapped */
+  uint32_t pad2;
   struct chunk *next, *prev; /* the arena's chunk list */
   uint64_t free_units;       /* bit i: unit i belongs to no page */
   uint64_t dirty_units;      /* bit i: unit i is free and may be resident */

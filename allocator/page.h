@@ -20,13 +20,18 @@ typedef struct block {
 
 enum { PAGE_UNUSED = 0xff, PAGE_TAIL = 0xfe }; /* values of page.cls besides real classes */
 
+/* Three cache lines, by who writes them: what every free() reads and only slow
+ * paths change; what the owner's fast paths write; what other threads write.
+ * A remote free then shares the first line read-only and never touches the
+ * owner's hot line. */
 typedef struct page {
-  block_t *free;          /* owner's free list: the malloc fast path pops here */
-  uint32_t used;          /* blocks handed out and not yet freed back to this list */
-  uint32_t carved;        /* blocks [0, carved) have been handed out at least once */
-  uint32_t carved_end;    /* carved * block_size: offsets at or past it are no block */
-  uint32_t pad0;
+  /* line 0: read by every free, written on slow paths only */
   uint64_t magic;         /* class magic, for offset → index; 0 when the unit serves no class */
+  char *start;            /* first byte of the span */
+  uint32_t carved_end;    /* carved * block_size: offsets at or past it are no block */
+  uint32_t carved;        /* blocks [0, carved) have been handed out at least once */
+  uint32_t block_size;    /* class size */
+  uint32_t capacity;      /* blocks that fit */
   uint8_t cls;            /* size class, PAGE_UNUSED, or PAGE_TAIL (a later unit of a span) */
   uint8_t slow_free;      /* nonzero when a local free must take the slow path (full or purged) */
   uint8_t full;           /* off the class queue because nothing was free */
@@ -35,21 +40,23 @@ typedef struct page {
   uint8_t head_offset;    /* how many descriptors back the span's head is (0 unless PAGE_TAIL) */
   uint8_t sub_shift;      /* log2 of the purge granule */
   uint8_t settled;        /* its free granules were purged and `used` has not moved since */
-  uint32_t block_size;    /* class size */
-  uint32_t capacity;      /* blocks that fit */
   uint64_t purged;        /* granules returned to the kernel; their free blocks are parked */
-  char *start;            /* first byte of the span */
-  uint64_t touched;       /* coarse ms when it last became the allocation page */
+  uint64_t pad0[2];
+  /* line 1: the owner's */
+  block_t *free;          /* owner's free list: the malloc fast path pops here */
+  uint32_t used;          /* blocks handed out and not yet freed back to this list */
   uint32_t purge_used;    /* `used` when a decay pass last looked at it (UINT32_MAX: never) */
-  uint32_t pad2;
-  _Atomic(uintptr_t) xfree; /* remote frees (a stack), low bit XFREE_FULL */
   struct page *next, *prev; /* class queue */
+  uint64_t touched;       /* coarse ms when it last became the allocation page */
+  uint64_t looked;        /* coarse ms of that look */
+  uint64_t pad1[2];
+  /* line 2: other threads' */
+  _Atomic(uintptr_t) xfree; /* remote frees (a stack), low bit XFREE_FULL */
   struct page *remote_next; /* arena remote_pages stack */
-  uint64_t looked;          /* coarse ms of that look */
-  uint64_t pad3;            /* 128 bytes: descriptor lookups are a shift, not a multiply */
+  uint64_t pad2[6];
 } page_t;
-_Static_assert(sizeof(page_t) == 128, "page_t is indexed by shifting");
-_Static_assert(offsetof(page_t, start) < 64, "the fields free() reads share one cache line");
+_Static_assert(sizeof(page_t) == 192, "three cache lines");
+_Static_assert(offsetof(page_t, free) == 64 && offsetof(page_t, xfree) == 128, "line layout");
 
 extern uint64_t page_key; /* per-process random key for cookies */
 
