@@ -324,14 +324,14 @@ static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool 
   return bytes;
 }
 
-size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force) {
+size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigned pages) {
   size_t bytes = 0;
   if (exclusive) {
     arena_drain_remote(a);
     ebb_assert_expensive(arena_is_valid(a));
     bool owner_idle = atomic_load_explicit(&a->state, memory_order_relaxed) != ARENA_OWNED ||
                       a != arena_tls;
-    unsigned budget = force ? UINT32_MAX : PASS_PAGES;
+    unsigned budget = force ? UINT32_MAX : pages;
     for (unsigned k = 0; k < NCLASSES && budget; k++) {
       unsigned cls = (a->scan_cls + k) % NCLASSES;
       for (page_t *pg = a->queues[cls].first, *next; pg && budget; pg = next, budget--) {
@@ -351,13 +351,13 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force) {
 
 /* Purges every arena: abandoned ones wholly (their pages too), live ones
  * only in their free units (their pages belong to their threads). */
-static size_t global_purge(uint64_t now, arena_t *self, bool force) {
+static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pages) {
   size_t bytes = 0;
   for (arena_t *a = atomic_load_explicit(&arenas_all, memory_order_acquire); a; a = a->all_next) {
     if (a == self) continue;
     int st = ARENA_ABANDONED;
     if (atomic_compare_exchange_strong(&a->state, &st, ARENA_PURGING)) {
-      bytes += arena_decay(a, now, true, force);
+      bytes += arena_decay(a, now, true, force, pages);
       atomic_store(&a->state, ARENA_ABANDONED);
     } else if (st == ARENA_OWNED || st == ARENA_FIRST_CLASS || st == ARENA_ORPHANED) {
       if (!force && !spin_trylock(&a->lock)) continue;
@@ -373,20 +373,20 @@ void arena_tick(arena_t *a) {
   a->tick = TICK_FREES;
   uint64_t now = os_now_ms();
   a->now = now;
-  if (now - a->last_decay >= decay_look_interval((uint64_t)opt.decay_ms) / 2) arena_decay(a, now, true, false);
+  if (now - a->last_decay >= decay_look_interval((uint64_t)opt.decay_ms) / 2) arena_decay(a, now, true, false, PASS_PAGES);
   uint64_t last = atomic_load_explicit(&last_global, memory_order_relaxed);
   if (now - last >= GLOBAL_CHECK_MS &&
       atomic_compare_exchange_strong_explicit(&last_global, &last, now, memory_order_relaxed,
                                               memory_order_relaxed))
-    global_purge(now, a, false);
+    global_purge(now, a, false, PASS_PAGES);
   background_maybe_start();
 }
 
 size_t arena_purge_all(bool force) {
   uint64_t now = os_now_ms();
   arena_t *self = arena_tls;
-  size_t bytes = self ? arena_decay(self, now, true, force) : 0;
-  return bytes + global_purge(now, self, force);
+  size_t bytes = self ? arena_decay(self, now, true, force, PASS_PAGES) : 0;
+  return bytes + global_purge(now, self, force, PASS_PAGES);
 }
 
 /* ------------------------------------------------------------ background thread */
@@ -401,7 +401,7 @@ static void *background_main(void *arg) {
     nanosleep(&ts, NULL);
     uint64_t now = os_now_ms();
     atomic_store_explicit(&last_global, now, memory_order_relaxed);
-    global_purge(now, NULL, false);
+    global_purge(now, NULL, false, BACKGROUND_PASS_PAGES);
   }
   return NULL;
 }

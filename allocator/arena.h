@@ -51,7 +51,8 @@ extern page_t page_empty; /* direct[] points here while a class has no page */
 
 #define TICK_FREES 64       /* local frees between clock reads */
 #define GLOBAL_CHECK_MS 4   /* the global purge runs at most this often */
-#define PASS_PAGES 256      /* pages one bounded purge pass examines */
+#define PASS_PAGES 256      /* pages one bounded purge pass examines on a thread's own time */
+#define BACKGROUND_PASS_PAGES 4096 /* the same for the background thread, off the request path */
 
 arena_t *arena_for_thread(void);          /* slow path: process and thread set-up */
 arena_t *arena_create_first_class(void);
@@ -66,7 +67,7 @@ void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purg
                      size_t *allocated, uint64_t *count);
 bool arena_is_valid(arena_t *a);
 /* Decay pass over one arena at time now; exclusive: the caller owns its pages. */
-size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force);
+size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigned pages);
 
 EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
   unsigned c = size_class(size);

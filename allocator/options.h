@@ -11,7 +11,7 @@
 #define EBB_DEFAULT_DECAY_MS 250
 #endif
 #ifndef EBB_DEFAULT_DIRTY_MAX
-#define EBB_DEFAULT_DIRTY_MAX (64ll << 20) /* bytes; a negative value means -N percent */
+#define EBB_DEFAULT_DIRTY_MAX (256ll << 20) /* bytes; a negative value means -N percent */
 #endif
 #ifndef EBB_DEFAULT_BACKGROUND
 #define EBB_DEFAULT_BACKGROUND 2 /* 0 never, 1 always, 2 auto: once the process has a second thread */

@@ -23,7 +23,7 @@ mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
 cpu_of() {
   local TIMEFORMAT='%U %S' t
   t=$( { time "$@" >/dev/null 2>&1; } 2>&1)
-  awk -v t="$t" 'BEGIN {split(t, a, " "); printf "%.2f", a[1] + a[2]}'
+  awk -v t="$t" 'BEGIN {split(t, a, " "); printf "%.2f\n", a[1] + a[2]}'
 }
 # run ENV... -- PROG ARGS...: result line of one run under ebb
 run() {
@@ -52,7 +52,7 @@ done
 echo
 echo "| EBB_DIRTY_MAX | prover 20 ms idle: rounds/s | faults/round | floor MiB |"
 echo "|---:|---:|---:|---:|"
-for m in 16M 64M 256M 100%; do
+for m in 16M 64M 256M 1G; do
   rate=$(med rounds_per_s EBB_DIRTY_MAX=$m -- ./build/prover --idle-ms 20 --rounds 10)
   flt=$(med faults_per_round EBB_DIRTY_MAX=$m -- ./build/prover --idle-ms 20 --rounds 10)
   fl=$(med floor_kb EBB_DIRTY_MAX=$m -- ./build/prover --idle-ms 20 --rounds 10)

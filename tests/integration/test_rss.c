@@ -21,7 +21,7 @@
 TestSuite(rss, .timeout = 60);
 
 #define RSS_PROBE "rss_probe"
-#define RSS_DIRTY_MAX_MIB 64.0 /* the default EBB_DIRTY_MAX */
+#define RSS_DIRTY_MAX_MIB 256.0 /* the default EBB_DIRTY_MAX */
 
 static struct cmd_result rss_out; /* large: not on the stack */
 
