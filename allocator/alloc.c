@@ -125,7 +125,7 @@ static EBB_NOINLINE void free_block(void *p, const char *func) {
   bool local = o.chunk->arena == a;
   check_not_free(o, p, local, func);
   if (likely(local)) arena_free_local(a, o.page, p);
-  else arena_free_remote(o.chunk->arena, o.page, p);
+  else arena_free_foreign(a, o.chunk, o.page, p);
 }
 
 /* The fast path: a live block of a page in a chunk. Freed by the owner, it goes
@@ -149,7 +149,7 @@ EBB_EXPORT void ebb_free(void *p) {
           return;
         }
       } else if (pg->purged == 0 && pg->cls < NCLASSES) {
-        arena_free_remote(owner, pg, b);
+        arena_free_foreign(a, c, pg, b);
         return;
       }
     }

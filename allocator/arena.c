@@ -143,6 +143,7 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units) {
     }
   chunk_t *c = chunk_new(a);
   if (!c) return NULL;
+  c->first_class = atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS;
   c->next = a->chunks;
   c->prev = NULL;
   if (a->chunks) a->chunks->prev = c;
@@ -170,6 +171,7 @@ static page_t *arena_page_new(arena_t *a, unsigned cls) {
 
 static size_t purge_oldest_locked(arena_t *a, size_t need);
 static void background_maybe_start(void);
+static void *rcache_pop(arena_t *a, unsigned cls);
 
 /* An empty page goes back to its chunk, dirty since `since` (now, or for a page
  * found idle by a decay pass, when it was last allocated from); the cap on dirty
@@ -199,6 +201,7 @@ static bool page_usable(arena_t *a, page_t *pg) { return page_refill(pg) || page
 
 void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
   if (unlikely(--a->tick < 0)) arena_tick(a);
+  if (a->rcache[cls]) return rcache_pop(a, cls);
   page_t *pg = a->direct[cls];
   if (pg == &page_empty || !page_refill(pg)) {
     arena_drain_remote(a);
@@ -230,8 +233,8 @@ void arena_free_local_slow(arena_t *a, page_t *pg) {
   }
 }
 
-void arena_free_remote(arena_t *owner, page_t *pg, block_t *b) {
-  track_free(b);
+/* One CAS pushes b onto its page's remote list (b is already free to memcheck). */
+static void push_remote(arena_t *owner, page_t *pg, block_t *b) {
   uintptr_t old = atomic_load_explicit(&pg->xfree, memory_order_relaxed);
   do {
     track_open(b, sizeof *b);
@@ -246,8 +249,65 @@ void arena_free_remote(arena_t *owner, page_t *pg, block_t *b) {
     while (!atomic_compare_exchange_weak_explicit(&owner->remote_pages, &head, pg, memory_order_release,
                                                   memory_order_relaxed));
   }
+}
+
+void arena_free_remote(arena_t *owner, page_t *pg, block_t *b) {
+  track_free(b);
+  push_remote(owner, pg, b);
   arena_t *mine = arena_tls;
   if (mine && unlikely(--mine->tick < 0)) arena_tick(mine);
+}
+
+/* Sends this thread's cached blocks of class cls back to their pages. */
+static void rcache_flush(arena_t *a, unsigned cls) {
+  block_t *b = a->rcache[cls];
+  a->rcache[cls] = NULL;
+  a->rcount[cls] = 0;
+  while (b) {
+    track_open(b, sizeof *b);
+    block_t *next = b->next;
+    track_close(b, sizeof *b);
+    chunk_t *c = chunk_of(b);
+    push_remote(c->arena, chunk_page_of(c, b), b);
+    b = next;
+  }
+}
+
+static void rcache_flush_all(arena_t *a) {
+  for (unsigned c = 0; c < NCLASSES; c++)
+    if (a->rcache[c]) rcache_flush(a, c);
+}
+
+/* Blocks that threads pass to each other (a server's requests, larson) are kept
+ * by the freeing thread and handed out by its next mallocs of the class, with
+ * no atomic operation either way, as jemalloc's and tcmalloc's thread caches
+ * do; the cache is small (RCACHE_BYTES a class) and goes back to the owners
+ * with one CAS a block when full, on the thread's decay pass and at its exit.
+ * Blocks of first-class arenas are never kept: their arena may be destroyed. */
+void arena_free_foreign(arena_t *mine, chunk_t *c, page_t *pg, block_t *b) {
+  unsigned cls = pg->cls;
+  if (!mine || c->first_class || pg->block_size > RCACHE_BYTES / 2) {
+    arena_free_remote(c->arena, pg, b);
+    return;
+  }
+  track_free(b);
+  track_open(b, sizeof *b);
+  b->next = mine->rcache[cls];
+  b->cookie = page_cookie(b);
+  track_close(b, sizeof *b);
+  mine->rcache[cls] = b;
+  if (unlikely(++mine->rcount[cls] * pg->block_size > RCACHE_BYTES)) rcache_flush(mine, cls);
+  if (unlikely(--mine->tick < 0)) arena_tick(mine);
+}
+
+static void *rcache_pop(arena_t *a, unsigned cls) {
+  block_t *b = a->rcache[cls];
+  track_open(b, sizeof *b);
+  a->rcache[cls] = b->next;
+  b->cookie = 0;
+  a->rcount[cls]--;
+  track_malloc(b, class_info[cls].size, false);
+  return b;
 }
 
 /* ------------------------------------------------------------ decay */
@@ -327,6 +387,7 @@ static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool 
 size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigned pages) {
   size_t bytes = 0;
   if (exclusive) {
+    if (a == arena_tls) rcache_flush_all(a);
     arena_drain_remote(a);
     ebb_assert_expensive(arena_is_valid(a));
     bool owner_idle = atomic_load_explicit(&a->state, memory_order_relaxed) != ARENA_OWNED ||
@@ -430,6 +491,8 @@ static void arena_reset(arena_t *a) {
     a->direct[c] = &page_empty;
     a->queues[c].first = a->queues[c].last = NULL;
     a->last_span[c] = NULL;
+    a->rcache[c] = NULL;
+    a->rcount[c] = 0;
   }
   a->tick = TICK_FREES;
   a->now = os_now_ms();
@@ -462,6 +525,7 @@ static arena_t *arena_claim(int from, int to) {
 }
 
 static void arena_abandon(arena_t *a) {
+  rcache_flush_all(a);
   arena_drain_remote(a);
   atomic_store_explicit(&a->state, ARENA_ABANDONED, memory_order_release);
 }

@@ -34,6 +34,8 @@ typedef struct arena {
   uint64_t last_decay;            /* when this arena last ran its decay pass */
   pqueue_t queues[NCLASSES];      /* pages with (possibly) free blocks, per class */
   page_t *last_span[NCLASSES];    /* where each class's last retired page was: taken again first */
+  block_t *rcache[NCLASSES];      /* other threads' blocks freed by this one, handed out here first */
+  uint16_t rcount[NCLASSES];      /* their number, per class */
   _Atomic(page_t *) remote_pages; /* full pages that got a remote free */
   spinlock_t lock;                /* chunks' bitmaps, chunk list, huge list */
   chunk_t *chunks;                /* chunk list */
@@ -50,6 +52,7 @@ extern __thread arena_t *arena_tls __attribute__((tls_model("initial-exec")));
 extern page_t page_empty; /* direct[] points here while a class has no page */
 
 #define TICK_FREES 64       /* local frees between clock reads */
+#define RCACHE_BYTES 16384  /* per class, the most another thread's freed blocks a thread keeps */
 #define GLOBAL_CHECK_MS 4   /* the global purge runs at most this often */
 #define PASS_PAGES 256      /* pages one bounded purge pass examines on a thread's own time */
 #define BACKGROUND_PASS_PAGES 4096 /* the same for the background thread, off the request path */
@@ -60,6 +63,8 @@ void arena_destroy(arena_t *a);
 void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size);
 void arena_free_local_slow(arena_t *a, page_t *pg);
 void arena_free_remote(arena_t *owner, page_t *pg, block_t *b);
+/* A free by thread arena `mine` (or NULL) of a block of another arena's chunk c. */
+void arena_free_foreign(arena_t *mine, chunk_t *c, page_t *pg, block_t *b);
 void arena_tick(arena_t *a);
 /* Purges what has decayed everywhere (force: everything). Returns bytes. */
 size_t arena_purge_all(bool force);
@@ -73,7 +78,7 @@ EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
   unsigned c = size_class(size);
   page_t *pg = a->direct[c];
   block_t *b = pg->free;
-  if (likely(b != NULL)) {
+  if (likely(b != NULL && a->rcache[c] == NULL)) {
     track_open(b, sizeof *b);
     pg->free = b->next;
     b->cookie = 0;

@@ -12,7 +12,7 @@ enum { HDR_CHUNK = 0x43484b31u, HDR_HUGE = 0x48554731u }; /* first word of every
 struct arena;
 typedef struct chunk {
   uint32_t kind;             /* HDR_CHUNK */
-  uint32_t pad0;
+  uint32_t first_class;      /* owned by a first-class arena (which may be destroyed at any time) */
   struct arena *arena;       /* owner; never changes while mapped (read by every free) */
   uint64_t pad1[6];          /* keeps the line every free reads apart from the bitmaps */
   uint32_t free_count;       /* free units */
