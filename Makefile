@@ -1,5 +1,7 @@
 # ebb — build, test and benchmark. `make test` and `make bench` install what they need
 # on Debian/Ubuntu (tests/deps.sh) before doing anything else.
+SHELL   := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 CC      ?= cc
 CXX     ?= c++
 PREFIX  ?= /usr/local
@@ -78,24 +80,28 @@ deps-test:
 deps-bench:
 	@tests/deps.sh bench
 
+# Each suite's output is kept in build/tests/*.log; `make test` ends with their total.
 test-unit: $(B)/tests/unit
-	$(B)/tests/unit $(CRIT)
+	$(B)/tests/unit $(CRIT) 2>&1 | tee $(B)/tests/unit.log
 test-integration: $(B)/tests/integration all
-	$(B)/tests/integration $(CRIT)
+	$(B)/tests/integration $(CRIT) 2>&1 | tee $(B)/tests/integration.log
 test-stress: $(B)/tests/stress $(B)/tests/stress-debug
-	$(B)/tests/stress --jobs=1
-	EBB_STRESS_SCALE=4 $(B)/tests/stress-debug --jobs=1
+	$(B)/tests/stress --jobs=1 2>&1 | tee $(B)/tests/stress.log
+	EBB_STRESS_SCALE=4 $(B)/tests/stress-debug --jobs=1 2>&1 | tee $(B)/tests/stress-debug.log
 test-valgrind: $(B)/tests/api-vg
 	@# Criterion re-executes the binary for each test (hence trace-children); memcheck must
 	@# not swap its own malloc in for the one linked into the program (hence the synonym).
 	valgrind -q --error-exitcode=1 --trace-children=yes --soname-synonyms=somalloc=nouserintercepts \
-	  $(B)/tests/api-vg --jobs=2
+	  $(B)/tests/api-vg --jobs=2 2>&1 | tee $(B)/tests/valgrind.log
 test-bench-smoke: all
 	$(MAKE) -C bench smoke
 
 test: deps-test
+	rm -f $(B)/tests/*.log
 	$(MAKE) all debug valgrind
-	$(MAKE) test-unit test-integration test-stress test-valgrind test-bench-smoke
+	$(MAKE) test-bench-smoke test-unit test-integration test-stress test-valgrind
+	@cat $(B)/tests/*.log | sed -n 's/.*Synthesis: Tested: \([0-9]*\) | Passing: \([0-9]*\) | Failing: \([0-9]*\) | Crashing: \([0-9]*\).*/\2 \3 \4/p' | \
+	  awk '{p += $$1; f += $$2 + $$3} END {printf "make test: %d passed, %d failed\n", p, f; exit (f > 0 || p == 0)}'
 
 # ---------------------------------------------------------------- bench
 bench: deps-bench all
