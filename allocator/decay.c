@@ -21,8 +21,3 @@ uint64_t decay_look_interval(uint64_t decay_ms) {
   return i < 8 ? 8 : i;
 }
 
-uint64_t decay_next_deadline(uint64_t oldest_since, uint64_t now, uint64_t decay_ms) {
-  if (!oldest_since) return now + (decay_ms ? decay_ms : 1);
-  uint64_t due = oldest_since + decay_ms;
-  return due > now ? due : now;
-}

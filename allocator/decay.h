@@ -20,6 +20,4 @@ bool decay_page_idle(uint64_t touched, uint64_t now, uint64_t decay_ms);
  * alone until its count holds still for one interval, so a burst of frees does
  * not pay for walking free lists that will soon be empty anyway. */
 uint64_t decay_look_interval(uint64_t decay_ms);
-/* When the next purge can be due, given the oldest dirty time (0: none). */
-uint64_t decay_next_deadline(uint64_t oldest_since, uint64_t now, uint64_t decay_ms);
 #endif

@@ -73,7 +73,6 @@ EBB_INLINE bool block_has_cookie(const block_t *b) {
 }
 
 EBB_INLINE size_t page_span(const page_t *pg) { return (size_t)pg->units * UNIT_SIZE; }
-EBB_INLINE bool page_has_free(const page_t *pg) { return pg->free != NULL; }
 
 /* Whether p is the start of a block of pg ever handed out: one multiply and two
  * compares, and false for any descriptor that serves no class (magic 0). */

@@ -16,19 +16,15 @@
 #include <valgrind/valgrind.h>
 #define track_malloc(p, size, zero) VALGRIND_MALLOCLIKE_BLOCK(p, size, 0, zero)
 #define track_free(p) VALGRIND_FREELIKE_BLOCK(p, 0)
-#define track_resize(p, old, new) VALGRIND_RESIZEINPLACE_BLOCK(p, old, new, 0)
 #define track_open(p, n) VALGRIND_MAKE_MEM_DEFINED(p, n)
 #define track_close(p, n) VALGRIND_MAKE_MEM_NOACCESS(p, n)
-#define track_undefined(p, n) VALGRIND_MAKE_MEM_UNDEFINED(p, n)
 #define track_quiet_begin() VALGRIND_DISABLE_ERROR_REPORTING
 #define track_quiet_end() VALGRIND_ENABLE_ERROR_REPORTING
 #else
 #define track_malloc(p, size, zero) ((void)0)
 #define track_free(p) ((void)0)
-#define track_resize(p, old, new) ((void)0)
 #define track_open(p, n) ((void)0)
 #define track_close(p, n) ((void)0)
-#define track_undefined(p, n) ((void)0)
 #define track_quiet_begin() ((void)0)
 #define track_quiet_end() ((void)0)
 #endif

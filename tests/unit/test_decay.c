@@ -13,8 +13,8 @@ Test(decay_policy, expiry_is_exactly_the_decay_time) {
   cr_assert(decay_expired(1000, 1500, 500));
   cr_assert(decay_expired(1000, 1000, 0));
   cr_assert_not(decay_expired(2000, 1000, 0), "a stamp from the future never expires");
-  cr_assert_eq(decay_next_deadline(1000, 1200, 500), 1500);
-  cr_assert_eq(decay_next_deadline(1000, 1700, 500), 1700);
+  cr_assert_eq(decay_look_interval(250), 62);
+  cr_assert_eq(decay_look_interval(0), 8, "a page is never looked at more often than every 8 ms");
 }
 
 Test(decay_policy, dirty_limit_in_bytes_or_percent_with_a_floor) {
