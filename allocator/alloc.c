@@ -56,7 +56,8 @@ EBB_INLINE bool block_parked(const page_t *pg, const void *p) {
  * and there the 64-bit per-process key makes a chance match negligible. */
 EBB_INLINE void check_not_free(owner_t o, block_t *b, bool local, const char *func) {
   if (unlikely(o.page->purged != 0) && block_parked(o.page, b)) ebb_fatal(func, "double free", b);
-  if (unlikely(block_has_cookie(b)) && (!local || page_holds_free(o.page, b))) ebb_fatal(func, "double free", b);
+  if (unlikely(block_has_cookie(b)) && (!local || page_holds_free(o.page, b)))
+    ebb_fatal(func, "double free", b);
 }
 
 /* ------------------------------------------------------------ large blocks */
@@ -76,8 +77,10 @@ static void huge_unlink(huge_t *h) {
   arena_t *a = h->arena;
   if (!a) return;
   spin_lock(&a->lock);
-  if (h->prev) h->prev->next = h->next;
-  else a->huge = h->next;
+  if (h->prev)
+    h->prev->next = h->next;
+  else
+    a->huge = h->next;
   if (h->next) h->next->prev = h->prev;
   spin_unlock(&a->lock);
 }
@@ -124,8 +127,10 @@ static EBB_NOINLINE void free_block(void *p, const char *func) {
   arena_t *a = arena_tls;
   bool local = o.chunk->arena == a;
   check_not_free(o, p, local, func);
-  if (likely(local)) arena_free_local(a, o.page, p);
-  else arena_free_foreign(a, o.chunk, o.page, p);
+  if (likely(local))
+    arena_free_local(a, o.page, p);
+  else
+    arena_free_foreign(a, o.chunk, o.page, p);
 }
 
 /* The fast path: a live block of a page in a chunk. Freed by the owner, it goes

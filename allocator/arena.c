@@ -14,13 +14,13 @@
 __thread arena_t *arena_tls __attribute__((tls_model("initial-exec")));
 page_t page_empty;
 
-static _Atomic(arena_t *) arenas_all;   /* every arena ever made */
-static atomic_size_t dirty_total;       /* sum of arenas' dirty bytes, for the cap */
-static atomic_size_t active_total;      /* sum of arenas' active bytes, for a % cap */
-static _Atomic uint64_t last_global;    /* when the global purge last ran */
-static atomic_int init_state;           /* 0 none, 1 running, 2 done */
-static atomic_int atfork_done, bg_state;/* bg_state: 0 off, 1 starting/running */
-static atomic_int threads_seen;         /* threads that ever got an arena */
+static _Atomic(arena_t *) arenas_all;    /* every arena ever made */
+static atomic_size_t dirty_total;        /* sum of arenas' dirty bytes, for the cap */
+static atomic_size_t active_total;       /* sum of arenas' active bytes, for a % cap */
+static _Atomic uint64_t last_global;     /* when the global purge last ran */
+static atomic_int init_state;            /* 0 none, 1 running, 2 done */
+static atomic_int atfork_done, bg_state; /* bg_state: 0 off, 1 starting/running */
+static atomic_int threads_seen;          /* threads that ever got an arena */
 static pthread_key_t exit_key;
 
 void spin_lock(spinlock_t *l) {
@@ -31,10 +31,14 @@ void spin_lock(spinlock_t *l) {
 
 static void queue_remove(arena_t *a, page_t *pg) {
   pqueue_t *q = &a->queues[pg->cls];
-  if (pg->prev) pg->prev->next = pg->next;
-  else q->first = pg->next;
-  if (pg->next) pg->next->prev = pg->prev;
-  else q->last = pg->prev;
+  if (pg->prev)
+    pg->prev->next = pg->next;
+  else
+    q->first = pg->next;
+  if (pg->next)
+    pg->next->prev = pg->prev;
+  else
+    q->last = pg->prev;
   pg->next = pg->prev = NULL;
   if (a->direct[pg->cls] == pg) a->direct[pg->cls] = &page_empty;
 }
@@ -43,8 +47,10 @@ static void queue_push_front(arena_t *a, page_t *pg) {
   pqueue_t *q = &a->queues[pg->cls];
   pg->prev = NULL;
   pg->next = q->first;
-  if (q->first) q->first->prev = pg;
-  else q->last = pg;
+  if (q->first)
+    q->first->prev = pg;
+  else
+    q->last = pg;
   q->first = pg;
 }
 
@@ -52,8 +58,10 @@ static void queue_push_back(arena_t *a, page_t *pg) {
   pqueue_t *q = &a->queues[pg->cls];
   pg->next = NULL;
   pg->prev = q->last;
-  if (q->last) q->last->next = pg;
-  else q->first = pg;
+  if (q->last)
+    q->last->next = pg;
+  else
+    q->first = pg;
   q->last = pg;
 }
 
@@ -123,7 +131,8 @@ static page_t *take_last_span_locked(arena_t *a, unsigned cls, unsigned units) {
     if (k == c) {
       uint64_t dirty_before = c->dirty_units;
       page_t *got = chunk_take_span_at(c, pg, units);
-      if (got) dirty_add(a, -(ptrdiff_t)((size_t)__builtin_popcountll(dirty_before & ~c->dirty_units) * UNIT_SIZE));
+      if (got)
+        dirty_add(a, -(ptrdiff_t)((size_t)__builtin_popcountll(dirty_before & ~c->dirty_units) * UNIT_SIZE));
       return got;
     }
   return NULL;
@@ -190,8 +199,10 @@ static void arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
   dirty_add(a, (ptrdiff_t)span);
   size_t limit = decay_dirty_limit(opt.dirty_max, atomic_load_explicit(&active_total, memory_order_relaxed));
   size_t dirty = atomic_load_explicit(&dirty_total, memory_order_relaxed);
-  if (opt.decay_ms == 0) purge_oldest_locked(a, SIZE_MAX);
-  else if (dirty > limit) purge_oldest_locked(a, dirty - limit);
+  if (opt.decay_ms == 0)
+    purge_oldest_locked(a, SIZE_MAX);
+  else if (dirty > limit)
+    purge_oldest_locked(a, dirty - limit);
   spin_unlock(&a->lock);
 }
 
@@ -345,8 +356,10 @@ static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, boo
       reserve_kept = true;
       continue;
     }
-    if (c->prev) c->prev->next = c->next;
-    else a->chunks = c->next;
+    if (c->prev)
+      c->prev->next = c->next;
+    else
+      a->chunks = c->next;
     if (c->next) c->next->prev = c->prev;
     chunk_delete(c);
     stat_add(&a->mapped, -(ptrdiff_t)CHUNK_SIZE);
@@ -361,7 +374,8 @@ static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, boo
 static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool owner_idle) {
   page_collect(pg);
   bool is_direct = a->direct[pg->cls] == pg;
-  bool idle = force || (decay_page_idle(pg->touched, now, (uint64_t)opt.decay_ms) && (!is_direct || owner_idle));
+  bool idle =
+      force || (decay_page_idle(pg->touched, now, (uint64_t)opt.decay_ms) && (!is_direct || owner_idle));
   if (pg->used == 0 && !pg->remote_pending && (!is_direct || idle)) {
     arena_page_retire(a, pg, idle && !force ? pg->touched : 0);
     return 0;
@@ -390,8 +404,7 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
     if (a == arena_tls) rcache_flush_all(a);
     arena_drain_remote(a);
     ebb_assert_expensive(arena_is_valid(a));
-    bool owner_idle = atomic_load_explicit(&a->state, memory_order_relaxed) != ARENA_OWNED ||
-                      a != arena_tls;
+    bool owner_idle = atomic_load_explicit(&a->state, memory_order_relaxed) != ARENA_OWNED || a != arena_tls;
     unsigned budget = force ? UINT32_MAX : pages;
     for (unsigned k = 0; k < NCLASSES && budget; k++) {
       unsigned cls = (a->scan_cls + k) % NCLASSES;
@@ -434,7 +447,8 @@ void arena_tick(arena_t *a) {
   a->tick = TICK_FREES;
   uint64_t now = os_now_ms();
   a->now = now;
-  if (now - a->last_decay >= decay_look_interval((uint64_t)opt.decay_ms) / 2) arena_decay(a, now, true, false, PASS_PAGES);
+  if (now - a->last_decay >= decay_look_interval((uint64_t)opt.decay_ms) / 2)
+    arena_decay(a, now, true, false, PASS_PAGES);
   uint64_t last = atomic_load_explicit(&last_global, memory_order_relaxed);
   if (now - last >= GLOBAL_CHECK_MS &&
       atomic_compare_exchange_strong_explicit(&last_global, &last, now, memory_order_relaxed,
@@ -471,7 +485,8 @@ static void *background_main(void *arg) {
  * allocates); detached, so it never delays exit. */
 static void background_maybe_start(void) {
   int off = 0;
-  bool wanted = opt.background == 1 || (opt.background == 2 && atomic_load_explicit(&threads_seen, memory_order_relaxed) > 1);
+  bool wanted = opt.background == 1 ||
+                (opt.background == 2 && atomic_load_explicit(&threads_seen, memory_order_relaxed) > 1);
   if (!wanted || atomic_load_explicit(&bg_state, memory_order_relaxed) ||
       !atomic_compare_exchange_strong(&bg_state, &off, 1))
     return;
@@ -580,7 +595,8 @@ arena_t *arena_for_thread(void) {
   atomic_fetch_add_explicit(&threads_seen, 1, memory_order_relaxed);
   pthread_setspecific(exit_key, a); /* may call malloc: the arena is already set */
   int no = 0;
-  if (atomic_compare_exchange_strong(&atfork_done, &no, 1)) pthread_atfork(fork_prepare, fork_parent, fork_child);
+  if (atomic_compare_exchange_strong(&atfork_done, &no, 1))
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
   return a;
 }
 

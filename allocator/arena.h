@@ -51,13 +51,13 @@ typedef struct arena {
 extern __thread arena_t *arena_tls __attribute__((tls_model("initial-exec")));
 extern page_t page_empty; /* direct[] points here while a class has no page */
 
-#define TICK_FREES 64       /* local frees between clock reads */
-#define RCACHE_BYTES 16384  /* per class, the most another thread's freed blocks a thread keeps */
-#define GLOBAL_CHECK_MS 4   /* the global purge runs at most this often */
-#define PASS_PAGES 256      /* pages one bounded purge pass examines on a thread's own time */
+#define TICK_FREES 64              /* local frees between clock reads */
+#define RCACHE_BYTES 16384         /* per class, the most another thread's freed blocks a thread keeps */
+#define GLOBAL_CHECK_MS 4          /* the global purge runs at most this often */
+#define PASS_PAGES 256             /* pages one bounded purge pass examines on a thread's own time */
 #define BACKGROUND_PASS_PAGES 4096 /* the same for the background thread, off the request path */
 
-arena_t *arena_for_thread(void);          /* slow path: process and thread set-up */
+arena_t *arena_for_thread(void); /* slow path: process and thread set-up */
 arena_t *arena_create_first_class(void);
 void arena_destroy(arena_t *a);
 void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size);
@@ -68,8 +68,8 @@ void arena_free_foreign(arena_t *mine, chunk_t *c, page_t *pg, block_t *b);
 void arena_tick(arena_t *a);
 /* Purges what has decayed everywhere (force: everything). Returns bytes. */
 size_t arena_purge_all(bool force);
-void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purged,
-                     size_t *allocated, uint64_t *count);
+void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purged, size_t *allocated,
+                     uint64_t *count);
 bool arena_is_valid(arena_t *a);
 /* Decay pass over one arena at time now; exclusive: the caller owns its pages. */
 size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigned pages);

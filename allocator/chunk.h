@@ -11,17 +11,17 @@ enum { HDR_CHUNK = 0x43484b31u, HDR_HUGE = 0x48554731u }; /* first word of every
 
 struct arena;
 typedef struct chunk {
-  uint32_t kind;             /* HDR_CHUNK */
-  uint32_t first_class;      /* owned by a first-class arena (which may be destroyed at any time) */
-  struct arena *arena;       /* owner; never changes while mapped (read by every free) */
-  uint64_t pad1[6];          /* keeps the line every free reads apart from the bitmaps */
-  uint32_t free_count;       /* free units */
+  uint32_t kind;        /* HDR_CHUNK */
+  uint32_t first_class; /* owned by a first-class arena (which may be destroyed at any time) */
+  struct arena *arena;  /* owner; never changes while mapped (read by every free) */
+  uint64_t pad1[6];     /* keeps the line every free reads apart from the bitmaps */
+  uint32_t free_count;  /* free units */
   uint32_t pad2;
-  struct chunk *next, *prev; /* the arena's chunk list */
-  uint64_t free_units;       /* bit i: unit i belongs to no page */
-  uint64_t dirty_units;      /* bit i: unit i is free and may be resident */
+  struct chunk *next, *prev;         /* the arena's chunk list */
+  uint64_t free_units;               /* bit i: unit i belongs to no page */
+  uint64_t dirty_units;              /* bit i: unit i is free and may be resident */
   uint64_t dirty_since[CHUNK_UNITS]; /* coarse ms when a dirty unit became free */
-  page_t pages[CHUNK_UNITS]; /* descriptor of every unit (0: unused) */
+  page_t pages[CHUNK_UNITS];         /* descriptor of every unit (0: unused) */
 } chunk_t;
 
 #define CHUNK_ALL_FREE (~(uint64_t)1) /* unit 0 is the header */
@@ -33,8 +33,8 @@ EBB_INLINE page_t *chunk_page_of(chunk_t *c, const void *p) {
   return pg - pg->head_offset; /* 0 except in the later units of a span */
 }
 
-chunk_t *chunk_new(struct arena *a);   /* NULL when the kernel refuses */
-void chunk_delete(chunk_t *c);          /* unregisters and unmaps */
+chunk_t *chunk_new(struct arena *a); /* NULL when the kernel refuses */
+void chunk_delete(chunk_t *c);       /* unregisters and unmaps */
 /* A span of n free units (only resident ones if warm_only, so reuse costs no
  * page faults); NULL if none fits. Sets the descriptors of its tail units; the
  * caller initialises the head. */

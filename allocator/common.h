@@ -30,7 +30,7 @@
 #define UNIT_SIZE ((size_t)1 << UNIT_SHIFT)
 #define CHUNK_UNITS (CHUNK_SIZE / UNIT_SIZE)
 #define MIN_ALIGN 16
-#define OS_PAGE 4096 /* granularity of purging; checked against the real page size at init */
+#define OS_PAGE 4096                 /* granularity of purging; checked against the real page size at init */
 #define MAX_IN_CHUNK_ALIGN UNIT_SIZE /* larger alignments get their own mapping */
 
 #define align_up(x, a) (((x) + ((a)-1)) & ~((uintptr_t)(a)-1))
@@ -43,17 +43,17 @@ __attribute__((noreturn, cold)) void ebb_fatal(const char *func, const char *msg
 /* Checks. EBB_CHECK is always on and cheap; ebb_assert runs in debug builds;
  * ebb_assert_expensive runs full validators in the heavy debug build. Written
  * as ordinary ifs so debug code always compiles. */
-#define EBB_CHECK(e, func, msg, p)                                                                 \
-  do {                                                                                             \
-    if (unlikely(!(e))) ebb_fatal(func, msg, p);                                                   \
+#define EBB_CHECK(e, func, msg, p)                                                                           \
+  do {                                                                                                       \
+    if (unlikely(!(e))) ebb_fatal(func, msg, p);                                                             \
   } while (0)
-#define ebb_assert(e)                                                                              \
-  do {                                                                                             \
-    if (EBB_DEBUG >= 1 && !(e)) ebb_fatal(__func__, "assertion failed: " #e, NULL);               \
+#define ebb_assert(e)                                                                                        \
+  do {                                                                                                       \
+    if (EBB_DEBUG >= 1 && !(e)) ebb_fatal(__func__, "assertion failed: " #e, NULL);                          \
   } while (0)
-#define ebb_assert_expensive(e)                                                                    \
-  do {                                                                                             \
-    if (EBB_DEBUG >= 2 && !(e)) ebb_fatal(__func__, "validation failed: " #e, NULL);              \
+#define ebb_assert_expensive(e)                                                                              \
+  do {                                                                                                       \
+    if (EBB_DEBUG >= 2 && !(e)) ebb_fatal(__func__, "validation failed: " #e, NULL);                         \
   } while (0)
 
 /* A tiny test-and-test-and-set lock: fork-safe (the child just re-initialises

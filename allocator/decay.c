@@ -20,4 +20,3 @@ uint64_t decay_look_interval(uint64_t decay_ms) {
   uint64_t i = decay_ms / 4;
   return i < 8 ? 8 : i;
 }
-

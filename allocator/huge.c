@@ -23,8 +23,8 @@ huge_t *huge_new(size_t size, size_t align) {
   char *base = os_map_aligned(len, map_align);
   if (!base) return NULL;
   huge_t *h = (huge_t *)base;
-  *h = (huge_t){.kind = HDR_HUGE, .user = base + offset, .offset = offset, .map_size = len,
-                .map_align = map_align};
+  *h = (huge_t){
+      .kind = HDR_HUGE, .user = base + offset, .offset = offset, .map_size = len, .map_align = map_align};
   if (!registry_set(h->user, (char *)h + HUGE_TAG)) {
     os_unmap(base, len);
     return NULL;
@@ -55,10 +55,13 @@ huge_t *huge_resize(huge_t *h, size_t size) {
     registry_clear(user);
     moved->user = (char *)moved + moved->offset;
     moved->map_size = len;
-    if (!registry_set(moved->user, (char *)moved + HUGE_TAG)) ebb_fatal("realloc", "registry out of memory", moved);
+    if (!registry_set(moved->user, (char *)moved + HUGE_TAG))
+      ebb_fatal("realloc", "registry out of memory", moved);
     h = moved;
   }
-  if (len > old) atomic_fetch_add_explicit(&huge_mapped, len - old, memory_order_relaxed);
-  else atomic_fetch_sub_explicit(&huge_mapped, old - len, memory_order_relaxed);
+  if (len > old)
+    atomic_fetch_add_explicit(&huge_mapped, len - old, memory_order_relaxed);
+  else
+    atomic_fetch_sub_explicit(&huge_mapped, old - len, memory_order_relaxed);
   return h;
 }

@@ -8,7 +8,7 @@
 
 struct arena;
 typedef struct huge {
-  uint32_t kind;            /* HDR_HUGE */
+  uint32_t kind; /* HDR_HUGE */
   uint32_t pad;
   struct arena *arena;      /* first-class arena that must free it, or NULL */
   struct huge *next, *prev; /* that arena's list */

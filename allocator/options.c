@@ -37,9 +37,21 @@ static bool parse_size_pct(const char *s, int64_t *out) {
   }
   unsigned shift = 0;
   switch (*s) {
-  case 'k': case 'K': shift = 10; s++; break;
-  case 'm': case 'M': shift = 20; s++; break;
-  case 'g': case 'G': shift = 30; s++; break;
+  case 'k':
+  case 'K':
+    shift = 10;
+    s++;
+    break;
+  case 'm':
+  case 'M':
+    shift = 20;
+    s++;
+    break;
+  case 'g':
+  case 'G':
+    shift = 30;
+    s++;
+    break;
   }
   if (*s == 'b' || *s == 'B') s++;
   if (*s || v > ((uint64_t)INT64_MAX >> shift)) return false;

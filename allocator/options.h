@@ -25,17 +25,17 @@
 
 enum opt_kind { OPT_MS, OPT_SIZE_PCT, OPT_BOOL, OPT_AUTO, OPT_PURGE };
 
-#define EBB_OPTIONS(X)                                                                             \
-  X(DECAY_MS, decay_ms, OPT_MS, EBB_DEFAULT_DECAY_MS,                                              \
-    "milliseconds freed memory may stay resident before it is returned to the kernel (0: at once)") \
-  X(DIRTY_MAX, dirty_max, OPT_SIZE_PCT, EBB_DEFAULT_DIRTY_MAX,                                     \
-    "most freed-but-resident memory kept, as bytes (K/M/G suffix) or N% of active memory "         \
-    "(never below 4M); beyond it the oldest is returned at once")                                  \
-  X(BACKGROUND, background, OPT_AUTO, EBB_DEFAULT_BACKGROUND,                                      \
-    "a background thread returns decayed memory even when no thread allocates: 1 always, "         \
-    "0 never, auto once the process has a second thread")                                           \
-  X(STATS, stats, OPT_BOOL, EBB_DEFAULT_STATS, "1: print a one-line summary to stderr at exit")    \
-  X(PURGE, purge, OPT_PURGE, EBB_DEFAULT_PURGE,                                                    \
+#define EBB_OPTIONS(X)                                                                                       \
+  X(DECAY_MS, decay_ms, OPT_MS, EBB_DEFAULT_DECAY_MS,                                                        \
+    "milliseconds freed memory may stay resident before it is returned to the kernel (0: at once)")          \
+  X(DIRTY_MAX, dirty_max, OPT_SIZE_PCT, EBB_DEFAULT_DIRTY_MAX,                                               \
+    "most freed-but-resident memory kept, as bytes (K/M/G suffix) or N% of active memory "                   \
+    "(never below 4M); beyond it the oldest is returned at once")                                            \
+  X(BACKGROUND, background, OPT_AUTO, EBB_DEFAULT_BACKGROUND,                                                \
+    "a background thread returns decayed memory even when no thread allocates: 1 always, "                   \
+    "0 never, auto once the process has a second thread")                                                    \
+  X(STATS, stats, OPT_BOOL, EBB_DEFAULT_STATS, "1: print a one-line summary to stderr at exit")              \
+  X(PURGE, purge, OPT_PURGE, EBB_DEFAULT_PURGE,                                                              \
     "how memory is returned: dontneed (MADV_DONTNEED, RSS drops at once) or free (MADV_FREE)")
 
 typedef struct {

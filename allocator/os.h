@@ -22,14 +22,14 @@ bool os_resize_inplace(void *p, size_t old_size, size_t new_size);
  * new bytes, without copying (mremap). Returns NULL (mapping unchanged) on failure. */
 void *os_move_aligned(void *p, size_t old_size, size_t new_size, size_t align);
 
-uint64_t os_now_ms(void);       /* monotonic milliseconds */
-size_t os_page_size(void);      /* the kernel's page size */
+uint64_t os_now_ms(void);                /* monotonic milliseconds */
+size_t os_page_size(void);               /* the kernel's page size */
 const char *os_getenv(const char *name); /* raw environ walk; no allocation */
 void os_write(int fd, const char *s, size_t n);
 /* A close-on-exec duplicate of fd numbered >= 3, or fd itself if that fails. */
 int os_dup_fd(int fd);
 __attribute__((noreturn)) void os_abort(void);
-uint64_t os_random_seed(void);  /* per-process entropy (AT_RANDOM) */
+uint64_t os_random_seed(void); /* per-process entropy (AT_RANDOM) */
 
 /* System-call counters, for ebb_stats. */
 typedef struct {

@@ -43,12 +43,12 @@ typedef struct page {
   uint64_t purged;        /* granules returned to the kernel; their free blocks are parked */
   uint64_t pad0[2];
   /* line 1: the owner's */
-  block_t *free;          /* owner's free list: the malloc fast path pops here */
-  uint32_t used;          /* blocks handed out and not yet freed back to this list */
-  uint32_t purge_used;    /* `used` when a decay pass last looked at it (UINT32_MAX: never) */
+  block_t *free;            /* owner's free list: the malloc fast path pops here */
+  uint32_t used;            /* blocks handed out and not yet freed back to this list */
+  uint32_t purge_used;      /* `used` when a decay pass last looked at it (UINT32_MAX: never) */
   struct page *next, *prev; /* class queue */
-  uint64_t touched;       /* coarse ms when it last became the allocation page */
-  uint64_t looked;        /* coarse ms of that look */
+  uint64_t touched;         /* coarse ms when it last became the allocation page */
+  uint64_t looked;          /* coarse ms of that look */
   uint64_t pad1[2];
   /* line 2: other threads' */
   _Atomic(uintptr_t) xfree; /* remote frees (a stack), low bit XFREE_FULL */

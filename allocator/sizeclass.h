@@ -11,11 +11,11 @@
 #define CLASS_MAX_SIZE ((size_t)2 << 20) /* largest block served from a chunk */
 
 typedef struct {
-  uint32_t size;    /* block size */
-  uint32_t units;   /* units per page (span length) */
-  uint32_t count;   /* blocks per page */
-  uint32_t sub_shift;/* log2 of the purge granule inside a page (>= 12, <= 64 granules) */
-  uint64_t magic;   /* UINT64_MAX / size + 1: divisibility test and division by multiply */
+  uint32_t size;      /* block size */
+  uint32_t units;     /* units per page (span length) */
+  uint32_t count;     /* blocks per page */
+  uint32_t sub_shift; /* log2 of the purge granule inside a page (>= 12, <= 64 granules) */
+  uint64_t magic;     /* UINT64_MAX / size + 1: divisibility test and division by multiply */
 } class_info_t;
 
 extern class_info_t class_info[NCLASSES];

@@ -6,11 +6,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-extern uint64_t fake_now;           /* what os_now_ms returns */
+extern uint64_t fake_now;                          /* what os_now_ms returns */
 extern size_t fake_maps, fake_unmaps, fake_purges; /* call counts */
-extern size_t fake_purged_bytes;    /* bytes passed to os_purge */
-extern const char *fake_env[16];    /* "NAME=value" strings seen by os_getenv */
-extern char fake_stderr[4096];      /* what was written to fd 2 */
+extern size_t fake_purged_bytes;                   /* bytes passed to os_purge */
+extern const char *fake_env[16];                   /* "NAME=value" strings seen by os_getenv */
+extern char fake_stderr[4096];                     /* what was written to fd 2 */
 extern size_t fake_stderr_len;
 void fake_reset(void);
 /* Whether [p, p+n) was purged since the last fake_reset. */

@@ -58,7 +58,8 @@ Test(decay, nothing_before_the_decay_time_everything_after) {
   activity(1000);
   cr_assert_eq(stats().dirty, 0, "everything is purged once it has decayed");
   cr_assert_geq(fake_purged_bytes, dirty);
-  cr_assert_lt(fake_purges, 8, "contiguous runs go back in one madvise each, not per block (%zu)", fake_purges);
+  cr_assert_lt(fake_purges, 8, "contiguous runs go back in one madvise each, not per block (%zu)",
+               fake_purges);
 }
 
 Test(decay, the_dirty_cap_is_enforced_at_once) {
@@ -107,7 +108,8 @@ Test(decay, abandoned_arena_is_purged_by_another_threads_activity) {
   struct ebb_stats s = stats();
   cr_assert_eq(s.dirty, 0);
   /* 100000 blocks of ~120 B is ~12 MiB; one in 512 live pins at most one 4 KiB granule each */
-  cr_assert_geq(fake_purged_bytes, (size_t)8 << 20, "purged %zu (active before %zu)", fake_purged_bytes, active);
+  cr_assert_geq(fake_purged_bytes, (size_t)8 << 20, "purged %zu (active before %zu)", fake_purged_bytes,
+                active);
 }
 
 Test(decay, background_thread_purges_with_no_activity) {

@@ -19,7 +19,8 @@ Test(options, values_parse_as_documented) {
   const char *bad_ms[] = {"", "abc", "-5", "12ms", "99999999999"};
   for (size_t i = 0; i < 5; i++) cr_assert_not(options_parse(OPT_MS, bad_ms[i], &v), "%s", bad_ms[i]);
   const char *bad_size[] = {"", "-1", "10X", "5%%", "%", "1M5"};
-  for (size_t i = 0; i < 6; i++) cr_assert_not(options_parse(OPT_SIZE_PCT, bad_size[i], &v), "%s", bad_size[i]);
+  for (size_t i = 0; i < 6; i++)
+    cr_assert_not(options_parse(OPT_SIZE_PCT, bad_size[i], &v), "%s", bad_size[i]);
   cr_assert_not(options_parse(OPT_BOOL, "maybe", &v));
   cr_assert(options_parse(OPT_AUTO, "auto", &v) && v == 2);
   cr_assert(options_parse(OPT_AUTO, "on", &v) && v == 1);
@@ -37,8 +38,9 @@ Test(options, bad_values_warn_and_keep_the_default) {
   cr_assert_eq(opt.decay_ms, decay);
   cr_assert_eq(opt.dirty_max, dirty);
   cr_assert_eq(opt.stats, 1);
-  cr_assert_not_null(strstr(fake_stderr, "ebb: warning: EBB_DECAY_MS=abc is not valid; keeping the default 250\n"),
-                     "%s", fake_stderr);
+  cr_assert_not_null(
+      strstr(fake_stderr, "ebb: warning: EBB_DECAY_MS=abc is not valid; keeping the default 250\n"), "%s",
+      fake_stderr);
   cr_assert_not_null(strstr(fake_stderr, "ebb: warning: EBB_DIRTY_MAX=-3 is not valid"), "%s", fake_stderr);
   int lines = 0;
   for (char *p = fake_stderr; *p; p++) lines += *p == '\n';
@@ -47,13 +49,20 @@ Test(options, bad_values_warn_and_keep_the_default) {
 
 /* The default as docs/options.md writes it: 500, 64M, 25%, 0, dontneed. */
 static void doc_value(enum opt_kind kind, int64_t v, char *out, size_t n) {
-  if (kind == OPT_PURGE) snprintf(out, n, "%s", v ? "free" : "dontneed");
-  else if (kind == OPT_AUTO && v == 2) snprintf(out, n, "auto");
-  else if (kind == OPT_SIZE_PCT && v < 0) snprintf(out, n, "%lld%%", (long long)-v);
-  else if (kind == OPT_SIZE_PCT && v && v % (1 << 30) == 0) snprintf(out, n, "%lldG", (long long)(v >> 30));
-  else if (kind == OPT_SIZE_PCT && v && v % (1 << 20) == 0) snprintf(out, n, "%lldM", (long long)(v >> 20));
-  else if (kind == OPT_SIZE_PCT && v && v % (1 << 10) == 0) snprintf(out, n, "%lldK", (long long)(v >> 10));
-  else snprintf(out, n, "%lld", (long long)v);
+  if (kind == OPT_PURGE)
+    snprintf(out, n, "%s", v ? "free" : "dontneed");
+  else if (kind == OPT_AUTO && v == 2)
+    snprintf(out, n, "auto");
+  else if (kind == OPT_SIZE_PCT && v < 0)
+    snprintf(out, n, "%lld%%", (long long)-v);
+  else if (kind == OPT_SIZE_PCT && v && v % (1 << 30) == 0)
+    snprintf(out, n, "%lldG", (long long)(v >> 30));
+  else if (kind == OPT_SIZE_PCT && v && v % (1 << 20) == 0)
+    snprintf(out, n, "%lldM", (long long)(v >> 20));
+  else if (kind == OPT_SIZE_PCT && v && v % (1 << 10) == 0)
+    snprintf(out, n, "%lldK", (long long)(v >> 10));
+  else
+    snprintf(out, n, "%lld", (long long)v);
 }
 
 static void check_row(const char *doc, const char *var, enum opt_kind kind, int64_t def) {
@@ -68,7 +77,8 @@ static void check_row(const char *doc, const char *var, enum opt_kind kind, int6
   char v[32];
   doc_value(kind, def, v, sizeof v);
   snprintf(want, sizeof want, "| `%s` |", v);
-  cr_assert_not_null(strstr(row, want), "docs/options.md row for %s does not give the default %s: %s", var, want, row);
+  cr_assert_not_null(strstr(row, want), "docs/options.md row for %s does not give the default %s: %s", var,
+                     want, row);
 }
 
 /* docs/options.md must list every option with its default (test run from the repo root). */

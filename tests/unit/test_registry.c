@@ -17,8 +17,9 @@ Test(registry, set_get_clear) {
 }
 
 Test(registry, wild_addresses_are_not_ours) {
-  const void *wild[] = {NULL, (void *)1, (void *)0xffff800000000000ull, (void *)UINTPTR_MAX,
-                        (void *)((uintptr_t)1 << 47), &wild};
+  const void *wild[] = {
+      NULL, (void *)1, (void *)0xffff800000000000ull, (void *)UINTPTR_MAX, (void *)((uintptr_t)1 << 47),
+      &wild};
   for (size_t i = 0; i < sizeof wild / sizeof *wild; i++) cr_assert_null(registry_get(wild[i]));
   cr_assert_not(registry_set((void *)((uintptr_t)1 << 47), wild));
 }
