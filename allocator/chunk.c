@@ -45,7 +45,7 @@ static page_t *take_at(chunk_t *c, unsigned first, unsigned n) {
   c->free_count -= n;
   for (unsigned k = 1; k < n; k++) {
     c->pages[first + k].cls = PAGE_TAIL;
-    c->pages[first + k].head_offset = (uint8_t)k;
+    c->pages[first + k].head_back = (uint16_t)(k * sizeof(page_t));
   }
   return &c->pages[first];
 }
@@ -71,7 +71,7 @@ void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now) {
     /* The head keeps its geometry, so free() can still tell a double free of one
      * of its blocks from a wild pointer; slow_free keeps the fast path away. */
     c->pages[first + k].cls = PAGE_UNUSED;
-    c->pages[first + k].head_offset = 0;
+    c->pages[first + k].head_back = 0;
     c->pages[first + k].slow_free = 1;
     if (k) c->pages[first + k].magic = 0;
     c->dirty_since[first + k] = now;

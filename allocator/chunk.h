@@ -30,7 +30,7 @@ EBB_INLINE chunk_t *chunk_of(const void *p) { return (chunk_t *)align_down((uint
 /* The page that contains p (p inside the chunk, not in unit 0). */
 EBB_INLINE page_t *chunk_page_of(chunk_t *c, const void *p) {
   page_t *pg = &c->pages[((uintptr_t)p - (uintptr_t)c) >> UNIT_SHIFT];
-  return pg - pg->head_offset; /* 0 except in the later units of a span */
+  return (page_t *)((char *)pg - pg->head_back); /* 0 except in the later units of a span */
 }
 
 chunk_t *chunk_new(struct arena *a); /* NULL when the kernel refuses */

@@ -16,7 +16,7 @@ void page_init(page_t *pg, unsigned cls, char *start) {
   pg->cls = (uint8_t)cls;
   pg->slow_free = pg->full = pg->remote_pending = 0;
   pg->units = (uint8_t)ci->units;
-  pg->head_offset = 0;
+  pg->head_back = 0;
   pg->sub_shift = (uint8_t)ci->sub_shift;
   pg->block_size = ci->size;
   pg->capacity = ci->count;

@@ -37,11 +37,14 @@ typedef struct page {
   uint8_t full;           /* off the class queue because nothing was free */
   uint8_t remote_pending; /* sits on the arena's remote_pages stack */
   uint8_t units;          /* span length in units (head only) */
-  uint8_t head_offset;    /* how many descriptors back the span's head is (0 unless PAGE_TAIL) */
+  uint8_t pad_u8;
   uint8_t sub_shift;      /* log2 of the purge granule */
   uint8_t settled;        /* its free granules were purged and `used` has not moved since */
   uint64_t purged;        /* granules returned to the kernel; their free blocks are parked */
-  uint64_t pad0[2];
+  uint16_t head_back;     /* bytes back to the span's head descriptor (0 unless PAGE_TAIL) */
+  uint16_t pad16;
+  uint32_t pad32;
+  uint64_t pad64;
   /* line 1: the owner's */
   block_t *free;            /* owner's free list: the malloc fast path pops here */
   uint32_t used;            /* blocks handed out and not yet freed back to this list */

@@ -16,11 +16,14 @@ typedef struct {
 } reg_leaf_t;
 extern _Atomic(reg_leaf_t *) reg_root[1u << REG_L1_BITS];
 
-/* The header registered for p's region, or NULL. Never faults. */
+/* The header registered for p's region, or NULL. Never faults. An address
+ * beyond the 47-bit user space aliases a lower region (the index is masked, not
+ * range-checked, to save the fast path a branch): callers only trust a header
+ * that names p's own chunk, or a large block whose user pointer is p. */
 EBB_INLINE void *registry_get(const void *p) {
   uintptr_t r = (uintptr_t)p >> CHUNK_SHIFT;
-  if (unlikely(r >> (REG_L1_BITS + REG_L2_BITS))) return NULL;
-  reg_leaf_t *leaf = atomic_load_explicit(&reg_root[r >> REG_L2_BITS], memory_order_acquire);
+  reg_leaf_t *leaf =
+      atomic_load_explicit(&reg_root[(r >> REG_L2_BITS) & ((1u << REG_L1_BITS) - 1)], memory_order_acquire);
   if (unlikely(!leaf)) return NULL;
   return atomic_load_explicit(&leaf->slot[r & ((1u << REG_L2_BITS) - 1)], memory_order_acquire);
 }
