@@ -33,13 +33,9 @@ typedef struct page {
   uint32_t block_size;    /* class size */
   uint32_t capacity;      /* blocks that fit */
   uint8_t cls;            /* size class, PAGE_UNUSED, or PAGE_TAIL (a later unit of a span) */
-  uint8_t slow_free;      /* nonzero when a local free must take the slow path (full or purged) */
-  uint8_t full;           /* off the class queue because nothing was free */
-  uint8_t remote_pending; /* sits on the arena's remote_pages stack */
   uint8_t units;          /* span length in units (head only) */
-  uint8_t pad_u8;
   uint8_t sub_shift;      /* log2 of the purge granule */
-  uint8_t settled;        /* its free granules were purged and `used` has not moved since */
+  uint8_t pad_u8[5];
   uint64_t purged;        /* granules returned to the kernel; their free blocks are parked */
   uint16_t head_back;     /* bytes back to the span's head descriptor (0 unless PAGE_TAIL) */
   uint16_t pad16;
@@ -52,7 +48,12 @@ typedef struct page {
   struct page *next, *prev; /* class queue */
   uint64_t touched;         /* coarse ms when it last became the allocation page */
   uint64_t looked;          /* coarse ms of that look */
-  uint64_t pad1[2];
+  uint8_t slow_free;        /* nonzero when a local free must take the slow path (full, purged, unused) */
+  uint8_t full;             /* off the class queue because nothing was free */
+  uint8_t remote_pending;   /* sits on the arena's remote_pages stack */
+  uint8_t settled;          /* its free granules were purged and `used` has not moved since */
+  uint32_t pad1a;
+  uint64_t pad1;
   /* line 2: other threads' */
   _Atomic(uintptr_t) xfree; /* remote frees (a stack), low bit XFREE_FULL */
   struct page *remote_next; /* arena remote_pages stack */
