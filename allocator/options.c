@@ -103,6 +103,9 @@ static void warn_bad(const char *var, enum opt_kind kind, const char *val, int64
   } else if (def < 0) {
     fmt_u64(&f, (uint64_t)-def);
     fmt_str(&f, "%");
+  } else if (kind == OPT_SIZE_PCT && def && def % (1 << 20) == 0) {
+    fmt_u64(&f, (uint64_t)def >> 20); /* as docs/options.md writes it: 256M */
+    fmt_str(&f, "M");
   } else {
     fmt_u64(&f, (uint64_t)def);
   }
