@@ -7,6 +7,7 @@
 #include "arena.h"
 #include "huge.h"
 #include "os.h"
+#include "registry.h"
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -127,15 +128,11 @@ static page_t *take_last_span_locked(arena_t *a, unsigned cls, unsigned units) {
   if (!pg) return NULL;
   a->last_span[cls] = NULL;
   chunk_t *c = chunk_of(pg);
-  for (chunk_t *k = a->chunks; k; k = k->next) /* the chunk may have been unmapped since */
-    if (k == c) {
-      uint64_t dirty_before = c->dirty_units;
-      page_t *got = chunk_take_span_at(c, pg, units);
-      if (got)
-        dirty_add(a, -(ptrdiff_t)((size_t)__builtin_popcountll(dirty_before & ~c->dirty_units) * UNIT_SIZE));
-      return got;
-    }
-  return NULL;
+  if (registry_get(c) != c || c->arena != a) return NULL; /* unmapped since */
+  uint64_t dirty_before = c->dirty_units;
+  page_t *got = chunk_take_span_at(c, pg, units);
+  if (got) dirty_add(a, -(ptrdiff_t)((size_t)__builtin_popcountll(dirty_before & ~c->dirty_units) * UNIT_SIZE));
+  return got;
 }
 
 static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units) {
