@@ -6,6 +6,7 @@
 #include "arena.h"
 #include "huge.h"
 #include "registry.h"
+#include "thread.h"
 #include <errno.h>
 #include <string.h>
 
@@ -34,30 +35,34 @@ EBB_INLINE owner_t lookup(const void *p, const char *func) {
   chunk_t *c = chunk_of(p);
   if (likely(h == c && h)) {
     page_t *pg = chunk_page_of(c, p);
-    if (unlikely(pg->cls >= NCLASSES)) /* a block start of a page since emptied: freed already */
-      ebb_fatal(func, pg->cls == PAGE_UNUSED && page_is_block(pg, p) ? "double free" : "invalid pointer", p);
+    if (unlikely(relaxed_load(pg->cls) >= NCLASSES)) /* a block start of a page since emptied: freed already */
+      ebb_fatal(func,
+                relaxed_load(pg->cls) == PAGE_UNUSED && page_is_block(pg, p) ? "double free" : "invalid pointer",
+                p);
     EBB_CHECK(page_is_block(pg, p), func, "invalid pointer", p);
     return (owner_t){c, pg, NULL};
   }
   huge_t *hg = huge_of(h);
-  EBB_CHECK(hg && hg->user == p, func, "invalid pointer", p);
+  EBB_CHECK(hg && relaxed_load(hg->user) == p, func, "invalid pointer", p);
   return (owner_t){NULL, NULL, hg};
 }
 
-EBB_INLINE size_t usable_of(owner_t o) { return o.chunk ? o.page->block_size : huge_usable(o.huge); }
-
-EBB_INLINE bool block_parked(const page_t *pg, const void *p) {
-  return (page_block_granules(pg, page_block_index(pg, p)) & pg->purged) != 0;
+EBB_INLINE size_t usable_of(owner_t o) {
+  return o.chunk ? relaxed_load(o.page->block_size) : huge_usable(o.huge);
 }
 
-/* Dies if b, a valid block start, is already free. A cookie match is checked
- * against the lists when this thread owns them, so user data that happens to
- * equal the cookie is no false alarm; another thread's lists cannot be walked,
- * and there the 64-bit per-process key makes a chance match negligible. */
-EBB_INLINE void check_not_free(owner_t o, block_t *b, bool local, const char *func) {
-  if (unlikely(o.page->purged != 0) && block_parked(o.page, b)) ebb_fatal(func, "double free", b);
-  if (unlikely(block_has_cookie(b)) && (!local || page_holds_free(o.page, b)))
-    ebb_fatal(func, "double free", b);
+EBB_INLINE bool block_parked(const page_t *pg, const void *p) {
+  return (page_block_granules(pg, page_block_index(pg, p)) & relaxed_load(pg->purged)) != 0;
+}
+
+/* Dies if b, a valid block start, is already free: it lies in a purged granule,
+ * or it carries the free cookie. The cookie (key ^ address, a random 64-bit
+ * per-process key, cleared whenever a block is handed out) is trusted alone,
+ * wherever the block sits — the owner's lists, another thread's remote-free
+ * cache, a remote list — since user data matches it only by chance (2^-64). */
+EBB_INLINE void check_not_free(owner_t o, block_t *b, const char *func) {
+  if (unlikely(relaxed_load(o.page->purged) != 0) && block_parked(o.page, b)) ebb_fatal(func, "double free", b);
+  if (unlikely(block_has_cookie(b))) ebb_fatal(func, "double free", b);
 }
 
 /* ------------------------------------------------------------ large blocks */
@@ -86,6 +91,7 @@ static void huge_unlink(huge_t *h) {
 }
 
 static void *huge_alloc(arena_t *first_class, size_t size, size_t align) {
+  thread_process_init(); /* a program's first allocation may be large */
   huge_t *h = huge_new(size, align);
   if (!h) return fail_nomem();
   huge_link(first_class, h);
@@ -103,7 +109,7 @@ static void huge_free(huge_t *h) {
 
 static EBB_NOINLINE void *malloc_slow(arena_t *a, size_t size) {
   if (size > CLASS_MAX_SIZE) return size > MAX_REQUEST ? fail_nomem() : huge_alloc(NULL, size, MIN_ALIGN);
-  if (!a && !(a = arena_for_thread())) return fail_nomem();
+  if (!a && !(a = thread_arena())) return fail_nomem();
   void *p = arena_malloc(a, size);
   return p ? p : fail_nomem();
 }
@@ -125,9 +131,8 @@ static EBB_NOINLINE void free_block(void *p, const char *func) {
     return;
   }
   arena_t *a = arena_tls;
-  bool local = o.chunk->arena == a;
-  check_not_free(o, p, local, func);
-  if (likely(local))
+  check_not_free(o, p, func);
+  if (likely(relaxed_load(o.chunk->arena) == a))
     arena_free_local(a, o.page, p);
   else
     arena_free_foreign(a, o.chunk, o.page, p);
@@ -147,13 +152,13 @@ EBB_EXPORT void ebb_free(void *p) {
     page_t *pg = chunk_page_of(c, p);
     block_t *b = p;
     if (likely(page_is_block(pg, p) && !block_has_cookie(b))) {
-      arena_t *a = arena_tls, *owner = c->arena;
+      arena_t *a = arena_tls, *owner = relaxed_load(c->arena);
       if (likely(owner == a)) {
         if (likely(!pg->slow_free)) {
           arena_free_local(a, pg, b);
           return;
         }
-      } else if (pg->purged == 0 && pg->cls < NCLASSES) {
+      } else if (relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES) {
         arena_free_foreign(a, c, pg, b);
         return;
       }
@@ -181,12 +186,10 @@ EBB_EXPORT int ebb_owns(const void *p) {
   void *h = p ? registry_get(p) : NULL;
   if (!h) return 0;
   chunk_t *c = chunk_of(p);
-  if (h != c) return huge_of(h) && huge_of(h)->user == p;
+  if (h != c) return huge_of(h) && relaxed_load(huge_of(h)->user) == p;
   page_t *pg = chunk_page_of(c, p);
-  if (pg->cls >= NCLASSES || !page_is_block(pg, p) || block_parked(pg, p)) return 0;
-  const block_t *b = p;
-  if (!block_has_cookie(b)) return 1;
-  return c->arena == arena_tls && !page_holds_free(pg, b);
+  if (relaxed_load(pg->cls) >= NCLASSES || !page_is_block(pg, p) || block_parked(pg, p)) return 0;
+  return !block_has_cookie((const block_t *)p);
 }
 
 static void *alloc_in(arena_t *a, size_t size, bool first_class) {
@@ -211,24 +214,19 @@ EBB_EXPORT void *ebb_calloc(size_t n, size_t size) { return calloc_in(NULL, n, s
 static void *realloc_in(arena_t *a, void *p, size_t size, bool first_class) {
   if (!p) return alloc_in(a, size, first_class);
   owner_t o = lookup(p, "realloc");
-  if (o.chunk) check_not_free(o, p, o.chunk->arena == arena_tls, "realloc");
+  if (o.chunk) check_not_free(o, p, "realloc");
   if (size == 0) {
     free_block(p, "realloc");
     return NULL;
   }
   size_t old = usable_of(o);
   if (o.chunk && size <= old && size >= old / 2) return p;
-  if (!o.chunk && size > CLASS_MAX_SIZE && size <= MAX_REQUEST) {
-    arena_t *owner = o.huge->arena;
-    huge_unlink(o.huge);
-    huge_t *h = huge_resize(o.huge, size);
-    huge_link(owner, h ? h : o.huge);
-    if (h) {
-      track_free(p);
-      track_malloc(h->user, huge_usable(h), false);
-      track_open(h->user, old < size ? old : size); /* the kept bytes moved with the pages */
-      return h->user;
-    }
+  if (!o.chunk && size > CLASS_MAX_SIZE && size <= MAX_REQUEST && huge_resize(o.huge, size)) {
+    huge_t *h = o.huge;
+    track_free(p);
+    track_malloc(h->user, huge_usable(h), false);
+    track_open(h->user, old < size ? old : size); /* the kept bytes moved with the pages */
+    return h->user;
   }
   void *q = alloc_in(first_class ? a : NULL, size, first_class);
   if (!q) return NULL;
@@ -253,7 +251,7 @@ static void *aligned_alloc_core(size_t align, size_t size) {
   if (align <= MIN_ALIGN) return ebb_malloc(size);
   if (size > MAX_REQUEST) return fail_nomem();
   if (align <= MAX_IN_CHUNK_ALIGN && size <= CLASS_MAX_SIZE) {
-    arena_t *a = arena_for_thread();
+    arena_t *a = thread_arena();
     if (!a) return fail_nomem();
     for (unsigned c = size_class(size ? size : 1); c < NCLASSES; c++)
       if (class_size_of(c) % align == 0) {
@@ -300,7 +298,9 @@ EBB_EXPORT void *ebb_pvalloc(size_t size) {
 /* ------------------------------------------------------------ first-class arenas */
 
 EBB_EXPORT ebb_arena_t *ebb_arena_create(void) {
-  arena_t *a = arena_create_first_class();
+  thread_process_init();
+  arena_t *a = arena_claim(ARENA_FREE, ARENA_FIRST_CLASS);
+  if (!a) a = arena_new(ARENA_FIRST_CLASS);
   if (!a) errno = ENOMEM;
   return (ebb_arena_t *)a;
 }

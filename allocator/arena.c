@@ -1,16 +1,12 @@
-/* arena.c — owns arenas: their page queues and slow paths, thread binding,
- * abandonment and adoption, fork handling, and applying the decay policy.
- * May call: chunk, page, decay, huge, os, and pthread (key, atfork, create) only
- * with no lock held (those may call malloc back). Must never: take a lock on
- * the fast paths, or touch another live thread's pages (only its chunks' unit
- * bitmaps, under its lock). */
+/* arena.c — owns arenas: their page queues and slow paths, abandonment and
+ * adoption, locking across fork, and applying the decay policy.
+ * May call: chunk, page, decay, huge, os (memory and clock only).
+ * Must never: take a lock on the fast paths, touch another live thread's pages
+ * (only its chunks' unit bitmaps, under its lock), or call into libc beyond os.c. */
 #include "arena.h"
 #include "huge.h"
 #include "os.h"
 #include "registry.h"
-#include <pthread.h>
-#include <sched.h>
-#include <time.h>
 
 __thread arena_t *arena_tls __attribute__((tls_model("initial-exec")));
 page_t page_empty;
@@ -19,14 +15,6 @@ static _Atomic(arena_t *) arenas_all;    /* every arena ever made */
 static atomic_size_t dirty_total;        /* sum of arenas' dirty bytes, for the cap */
 static atomic_size_t active_total;       /* sum of arenas' active bytes, for a % cap */
 static _Atomic uint64_t last_global;     /* when the global purge last ran */
-static atomic_int init_state;            /* 0 none, 1 running, 2 done */
-static atomic_int atfork_done, bg_state; /* bg_state: 0 off, 1 starting/running */
-static atomic_int threads_seen;          /* threads that ever got an arena */
-static pthread_key_t exit_key;
-
-void spin_lock(spinlock_t *l) {
-  while (!spin_trylock(l)) sched_yield();
-}
 
 /* ------------------------------------------------------------ page queues */
 
@@ -147,9 +135,8 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units) {
         return pg;
       }
     }
-  chunk_t *c = chunk_new(a);
+  chunk_t *c = chunk_new(a, atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS);
   if (!c) return NULL;
-  c->first_class = atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS;
   c->next = a->chunks;
   c->prev = NULL;
   if (a->chunks) a->chunks->prev = c;
@@ -176,7 +163,6 @@ static page_t *arena_page_new(arena_t *a, unsigned cls) {
 }
 
 static size_t purge_oldest_locked(arena_t *a, size_t need);
-static void background_maybe_start(void);
 static void *rcache_pop(arena_t *a, unsigned cls);
 
 /* An empty page goes back to its chunk, dirty since `since` (now, or for a page
@@ -235,10 +221,8 @@ void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
  * units costs a lock, not a page fault. */
 void arena_free_local_slow(arena_t *a, page_t *pg) {
   if (pg->full) page_unmark_full(a, pg);
-  if (pg->used == 0 && (a->direct[pg->cls] != pg || pg->units > 1) && !pg->remote_pending) {
+  if (pg->used == 0 && (a->direct[pg->cls] != pg || pg->units > 1) && !pg->remote_pending)
     arena_page_retire(a, pg, 0);
-    background_maybe_start(); /* here, not in retire: it may call malloc */
-  }
 }
 
 /* One CAS pushes b onto its page's remote list (b is already free to memcheck). */
@@ -247,9 +231,9 @@ static void push_remote(arena_t *owner, page_t *pg, block_t *b) {
   do {
     track_open(b, sizeof *b);
     b->next = (block_t *)(old & ~XFREE_FULL);
-    b->cookie = page_cookie(b);
+    relaxed_store(b->cookie, page_cookie(b));
     track_close(b, sizeof *b);
-  } while (!atomic_compare_exchange_weak_explicit(&pg->xfree, &old, (uintptr_t)b, memory_order_release,
+  } while (!atomic_compare_exchange_weak_explicit(&pg->xfree, &old, (uintptr_t)b, memory_order_acq_rel,
                                                   memory_order_relaxed));
   if (old & XFREE_FULL) { /* we cleared the flag: hand the page back to its owner */
     page_t *head = atomic_load_explicit(&owner->remote_pages, memory_order_relaxed);
@@ -276,7 +260,7 @@ static void rcache_flush(arena_t *a, unsigned cls) {
     block_t *next = b->next;
     track_close(b, sizeof *b);
     chunk_t *c = chunk_of(b);
-    push_remote(c->arena, chunk_page_of(c, b), b);
+    push_remote(relaxed_load(c->arena), chunk_page_of(c, b), b);
     b = next;
   }
 }
@@ -293,18 +277,19 @@ static void rcache_flush_all(arena_t *a) {
  * with one CAS a block when full, on the thread's decay pass and at its exit.
  * Blocks of first-class arenas are never kept: their arena may be destroyed. */
 void arena_free_foreign(arena_t *mine, chunk_t *c, page_t *pg, block_t *b) {
-  unsigned cls = pg->cls;
-  if (!mine || c->first_class || pg->block_size > RCACHE_BYTES / 2) {
-    arena_free_remote(c->arena, pg, b);
+  unsigned cls = relaxed_load(pg->cls);
+  uint32_t size = relaxed_load(pg->block_size);
+  if (!mine || relaxed_load(c->first_class) || size > RCACHE_BYTES / 2) {
+    arena_free_remote(relaxed_load(c->arena), pg, b);
     return;
   }
   track_free(b);
   track_open(b, sizeof *b);
   b->next = mine->rcache[cls];
-  b->cookie = page_cookie(b);
+  relaxed_store(b->cookie, page_cookie(b));
   track_close(b, sizeof *b);
   mine->rcache[cls] = b;
-  if (unlikely(++mine->rcount[cls] * pg->block_size > RCACHE_BYTES)) rcache_flush(mine, cls);
+  if (unlikely(++mine->rcount[cls] * size > RCACHE_BYTES)) rcache_flush(mine, cls);
   if (unlikely(--mine->tick < 0)) arena_tick(mine);
 }
 
@@ -312,7 +297,7 @@ static void *rcache_pop(arena_t *a, unsigned cls) {
   block_t *b = a->rcache[cls];
   track_open(b, sizeof *b);
   a->rcache[cls] = b->next;
-  b->cookie = 0;
+  relaxed_store(b->cookie, 0);
   a->rcount[cls]--;
   track_malloc(b, class_info[cls].size, false);
   return b;
@@ -358,7 +343,7 @@ static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, boo
     else
       a->chunks = c->next;
     if (c->next) c->next->prev = c->prev;
-    chunk_delete(c);
+    chunk_retire(c);
     stat_add(&a->mapped, -(ptrdiff_t)CHUNK_SIZE);
   }
   dirty_add(a, -(ptrdiff_t)bytes);
@@ -370,6 +355,7 @@ static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, boo
  * granules of pages nobody has allocated from for the decay time. */
 static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool owner_idle) {
   page_collect(pg);
+  ebb_assert_expensive(pg->cls < NCLASSES && !pg->full && page_is_valid(pg)); /* bounded: the pass is */
   bool is_direct = a->direct[pg->cls] == pg;
   bool idle =
       force || (decay_page_idle(pg->touched, now, (uint64_t)opt.decay_ms) && (!is_direct || owner_idle));
@@ -400,7 +386,6 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
   if (exclusive) {
     if (a == arena_tls) rcache_flush_all(a);
     arena_drain_remote(a);
-    ebb_assert_expensive(arena_is_valid(a));
     bool owner_idle = atomic_load_explicit(&a->state, memory_order_relaxed) != ARENA_OWNED || a != arena_tls;
     unsigned budget = force ? UINT32_MAX : pages;
     for (unsigned k = 0; k < NCLASSES && budget; k++) {
@@ -451,7 +436,6 @@ void arena_tick(arena_t *a) {
       atomic_compare_exchange_strong_explicit(&last_global, &last, now, memory_order_relaxed,
                                               memory_order_relaxed))
     global_purge(now, a, false, PASS_PAGES);
-  background_maybe_start();
 }
 
 size_t arena_purge_all(bool force) {
@@ -461,39 +445,9 @@ size_t arena_purge_all(bool force) {
   return bytes + global_purge(now, self, force, PASS_PAGES);
 }
 
-/* ------------------------------------------------------------ background thread */
-
-static void *background_main(void *arg) {
-  (void)arg;
-  for (;;) {
-    uint64_t period = (uint64_t)opt.decay_ms / 4;
-    if (period < 10) period = 10;
-    if (period > 100) period = 100;
-    struct timespec ts = {.tv_sec = (time_t)(period / 1000), .tv_nsec = (long)(period % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-    uint64_t now = os_now_ms();
-    atomic_store_explicit(&last_global, now, memory_order_relaxed);
-    global_purge(now, NULL, false, BACKGROUND_PASS_PAGES);
-  }
-  return NULL;
-}
-
-/* Started lazily, on the first dirty memory, with no lock held (pthread_create
- * allocates); detached, so it never delays exit. */
-static void background_maybe_start(void) {
-  int off = 0;
-  bool wanted = opt.background == 1 ||
-                (opt.background == 2 && atomic_load_explicit(&threads_seen, memory_order_relaxed) > 1);
-  if (!wanted || atomic_load_explicit(&bg_state, memory_order_relaxed) ||
-      !atomic_compare_exchange_strong(&bg_state, &off, 1))
-    return;
-  pthread_t t;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 64 * 1024);
-  if (pthread_create(&t, &attr, background_main, NULL) != 0) atomic_store(&bg_state, 0);
-  pthread_attr_destroy(&attr);
+void arena_purge_background(uint64_t now) {
+  atomic_store_explicit(&last_global, now, memory_order_relaxed);
+  global_purge(now, NULL, false, BACKGROUND_PASS_PAGES);
 }
 
 /* ------------------------------------------------------------ arenas and threads */
@@ -511,7 +465,7 @@ static void arena_reset(arena_t *a) {
   a->last_decay = a->now;
 }
 
-static arena_t *arena_new(int state) {
+arena_t *arena_new(int state) {
   arena_t *a = os_map(align_up(sizeof(arena_t), OS_PAGE));
   if (!a) return NULL;
   arena_reset(a);
@@ -522,8 +476,7 @@ static arena_t *arena_new(int state) {
   return a;
 }
 
-/* Reuses an arena in state `from` (ABANDONED: adopt it whole, pages and all). */
-static arena_t *arena_claim(int from, int to) {
+arena_t *arena_claim(int from, int to) {
   for (arena_t *a = atomic_load_explicit(&arenas_all, memory_order_acquire); a; a = a->all_next) {
     int st = from;
     if (atomic_load_explicit(&a->state, memory_order_relaxed) == from &&
@@ -536,78 +489,39 @@ static arena_t *arena_claim(int from, int to) {
   return NULL;
 }
 
-static void arena_abandon(arena_t *a) {
+void arena_abandon(arena_t *a) {
   rcache_flush_all(a);
   arena_drain_remote(a);
   atomic_store_explicit(&a->state, ARENA_ABANDONED, memory_order_release);
 }
 
-static void thread_exit(void *arg) {
-  arena_t *a = arg;
-  if (arena_tls == a) arena_tls = NULL;
-  arena_abandon(a);
+void arena_lock_all(void) {
+  for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) spin_lock(&a->lock);
+  chunk_pool_lock();
+  huge_lock_all();
 }
 
-static void fork_prepare(void) {
-  for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) spin_lock(&a->lock);
-}
-static void fork_parent(void) {
+void arena_unlock_all(void) {
+  huge_unlock_all();
+  chunk_pool_unlock();
   for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) spin_unlock(&a->lock);
 }
-/* In the child only this thread survives: other threads' arenas may be
+
+/* In the child only the forking thread survives: other threads' arenas may be
  * mid-update, so they are never adopted, only purged at the unit level. */
-static void fork_child(void) {
+void arena_fork_child(void) {
+  arena_unlock_all();
   for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) {
-    a->lock.held = 0;
     int st = atomic_load(&a->state);
     if (a != arena_tls && (st == ARENA_OWNED || st == ARENA_PURGING)) atomic_store(&a->state, ARENA_ORPHANED);
   }
-  atomic_store(&bg_state, 0);
-}
-
-static void process_init(void) {
-  int st = 0;
-  if (atomic_load_explicit(&init_state, memory_order_acquire) == 2) return;
-  if (!atomic_compare_exchange_strong(&init_state, &st, 1)) {
-    while (atomic_load_explicit(&init_state, memory_order_acquire) != 2) sched_yield();
-    return;
-  }
-  if (os_page_size() != OS_PAGE) ebb_fatal("malloc", "unsupported page size", (void *)os_page_size());
-  options_init();
-  sizeclass_init();
-  page_key = os_random_seed() | 1;
-  page_empty.cls = PAGE_UNUSED;
-  pthread_key_create(&exit_key, thread_exit);
-  atomic_store_explicit(&init_state, 2, memory_order_release);
-}
-
-arena_t *arena_for_thread(void) {
-  if (arena_tls) return arena_tls;
-  process_init();
-  arena_t *a = arena_claim(ARENA_ABANDONED, ARENA_OWNED);
-  if (!a) a = arena_claim(ARENA_FREE, ARENA_OWNED);
-  if (!a) a = arena_new(ARENA_OWNED);
-  if (!a) return NULL;
-  arena_tls = a;
-  atomic_fetch_add_explicit(&threads_seen, 1, memory_order_relaxed);
-  pthread_setspecific(exit_key, a); /* may call malloc: the arena is already set */
-  int no = 0;
-  if (atomic_compare_exchange_strong(&atfork_done, &no, 1))
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-  return a;
-}
-
-arena_t *arena_create_first_class(void) {
-  process_init();
-  arena_t *a = arena_claim(ARENA_FREE, ARENA_FIRST_CLASS);
-  return a ? a : arena_new(ARENA_FIRST_CLASS);
 }
 
 void arena_destroy(arena_t *a) {
   spin_lock(&a->lock);
   for (chunk_t *c = a->chunks, *next; c; c = next) {
     next = c->next;
-    chunk_delete(c);
+    chunk_retire(c);
   }
   a->chunks = NULL;
   for (huge_t *h = a->huge, *next; h; h = next) {
@@ -638,7 +552,8 @@ void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purg
     spin_lock(&a->lock); /* chunks cannot vanish while we read their descriptors */
     for (chunk_t *c = a->chunks; c; c = c->next)
       for (unsigned i = 1; i < CHUNK_UNITS; i++)
-        if (c->pages[i].cls < NCLASSES) *allocated += (size_t)c->pages[i].used * c->pages[i].block_size;
+        if (relaxed_load(c->pages[i].cls) < NCLASSES)
+          *allocated += (size_t)relaxed_load(c->pages[i].used) * relaxed_load(c->pages[i].block_size);
     spin_unlock(&a->lock);
   }
 }

@@ -4,7 +4,8 @@
  * arena's lock guards only its chunks' unit bitmaps (taken on page refills,
  * page retirement and purges). A thread's arena is abandoned when it exits and
  * adopted whole by the next new thread; until then any thread's activity (or
- * the background thread) purges it.
+ * the background thread) purges it. Thread binding, fork and the background
+ * thread itself live in thread.c.
  * Layer: above chunk, page, decay, options, os. */
 #ifndef EBB_ARENA_H
 #define EBB_ARENA_H
@@ -57,9 +58,19 @@ extern page_t page_empty; /* direct[] points here while a class has no page */
 #define PASS_PAGES 256             /* pages one bounded purge pass examines on a thread's own time */
 #define BACKGROUND_PASS_PAGES 4096 /* the same for the background thread, off the request path */
 
-arena_t *arena_for_thread(void); /* slow path: process and thread set-up */
-arena_t *arena_create_first_class(void);
+arena_t *arena_new(int state); /* NULL when out of memory */
+/* Takes an arena in state `from` (ABANDONED: adopted whole, pages and all). */
+arena_t *arena_claim(int from, int to);
+/* Its thread exited: cached blocks go home, the arena becomes adoptable. */
+void arena_abandon(arena_t *a);
 void arena_destroy(arena_t *a);
+/* fork: every arena lock (and the chunk pool's) is taken before and released
+ * after; in the child, other threads' arenas are orphaned. */
+void arena_lock_all(void);
+void arena_unlock_all(void);
+void arena_fork_child(void);
+/* The background thread's pass over every arena. */
+void arena_purge_background(uint64_t now);
 void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size);
 void arena_free_local_slow(arena_t *a, page_t *pg);
 void arena_free_remote(arena_t *owner, page_t *pg, block_t *b);
@@ -81,8 +92,8 @@ EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
   if (likely(b != NULL && a->rcache[c] == NULL)) {
     track_open(b, sizeof *b);
     pg->free = b->next;
-    b->cookie = 0;
-    pg->used++;
+    relaxed_store(b->cookie, 0);
+    relaxed_store(pg->used, pg->used + 1);
     track_malloc(b, pg->block_size, false);
     return b;
   }
@@ -93,7 +104,9 @@ EBB_INLINE void arena_free_local(arena_t *a, page_t *pg, block_t *b) {
   ebb_assert(pg->used > 0 && pg->cls < NCLASSES);
   track_free(b);
   page_push_local(pg, b);
-  if (unlikely(--pg->used == 0 || pg->slow_free)) arena_free_local_slow(a, pg);
+  uint32_t used = pg->used - 1;
+  relaxed_store(pg->used, used);
+  if (unlikely(used == 0 || pg->slow_free)) arena_free_local_slow(a, pg);
   if (unlikely(--a->tick < 0)) arena_tick(a);
 }
 #endif

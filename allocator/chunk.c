@@ -1,29 +1,59 @@
-/* chunk.c — owns chunk mapping and the unit bitmaps (chunk.h).
- * May call: os_map_aligned, os_unmap, os_purge, registry. Must never: touch a
- * page's free lists, or run without the owning arena's lock (except chunk_new). */
+/* chunk.c — owns chunk mapping, the pool of retired chunks, and the unit
+ * bitmaps (chunk.h).
+ * May call: os_map_aligned, os_purge, registry. Must never: touch a page's free
+ * lists, run without the owning arena's lock (except chunk_new and
+ * chunk_retire), or unmap a chunk. */
 #include "chunk.h"
 #include "os.h"
 #include "registry.h"
 
-chunk_t *chunk_new(struct arena *a) {
-  chunk_t *c = os_map_aligned(CHUNK_SIZE, CHUNK_SIZE);
-  if (!c) return NULL;
+static spinlock_t pool_lock;
+static chunk_t *pool;             /* retired chunks, purged, linked by next */
+static atomic_size_t pool_count;
+
+void chunk_pool_lock(void) { spin_lock(&pool_lock); }
+void chunk_pool_unlock(void) { spin_unlock(&pool_lock); }
+size_t chunk_pool_bytes(void) { return atomic_load_explicit(&pool_count, memory_order_relaxed) * CHUNK_SIZE; }
+
+static chunk_t *pool_pop(void) {
+  spin_lock(&pool_lock);
+  chunk_t *c = pool;
+  if (c) {
+    pool = c->next;
+    atomic_fetch_sub_explicit(&pool_count, 1, memory_order_relaxed);
+  }
+  spin_unlock(&pool_lock);
+  return c;
+}
+
+/* A pooled chunk reads as zeroes (it was purged whole), like a fresh one; only
+ * the fields that are not zero when unused are written. */
+chunk_t *chunk_new(struct arena *a, bool first_class) {
+  chunk_t *c = pool_pop();
+  if (!c && !(c = os_map_aligned(CHUNK_SIZE, CHUNK_SIZE))) return NULL;
   c->kind = HDR_CHUNK;
-  c->arena = a;
+  relaxed_store(c->arena, a);
+  relaxed_store(c->first_class, (uint32_t)first_class);
   c->free_units = CHUNK_ALL_FREE;
-  c->dirty_units = 0; /* fresh mappings are not resident */
+  c->dirty_units = 0; /* fresh or purged: not resident */
   c->free_count = CHUNK_UNITS - 1;
-  for (unsigned i = 0; i < CHUNK_UNITS; i++) c->pages[i].cls = PAGE_UNUSED;
+  c->next = c->prev = NULL;
+  for (unsigned i = 0; i < CHUNK_UNITS; i++) relaxed_store(c->pages[i].cls, (uint8_t)PAGE_UNUSED);
   if (!registry_set(c, c)) {
-    os_unmap(c, CHUNK_SIZE);
+    chunk_retire(c);
     return NULL;
   }
   return c;
 }
 
-void chunk_delete(chunk_t *c) {
+void chunk_retire(chunk_t *c) {
   registry_clear(c);
-  os_unmap(c, CHUNK_SIZE);
+  os_purge(c, CHUNK_SIZE, false); /* MADV_DONTNEED: stale readers see zeroes */
+  spin_lock(&pool_lock);
+  c->next = pool;
+  pool = c;
+  atomic_fetch_add_explicit(&pool_count, 1, memory_order_relaxed);
+  spin_unlock(&pool_lock);
 }
 
 /* Bit i set iff bits i..i+n-1 of m are all set. */
@@ -44,8 +74,10 @@ static page_t *take_at(chunk_t *c, unsigned first, unsigned n) {
   c->dirty_units &= ~m;
   c->free_count -= n;
   for (unsigned k = 1; k < n; k++) {
-    c->pages[first + k].cls = PAGE_TAIL;
-    c->pages[first + k].head_back = (uint16_t)(k * sizeof(page_t));
+    page_t *t = &c->pages[first + k];
+    relaxed_store(t->magic, 0);
+    relaxed_store(t->cls, (uint8_t)PAGE_TAIL);
+    relaxed_store(t->head_back, (uint16_t)(k * sizeof(page_t)));
   }
   return &c->pages[first];
 }
@@ -64,16 +96,15 @@ page_t *chunk_take_span_at(chunk_t *c, page_t *pg, unsigned n) {
   return (c->free_units & m) == m ? take_at(c, first, n) : NULL;
 }
 
+/* The head keeps its geometry and the tail units keep pointing at it, so free()
+ * can still tell a double free of any of its blocks from a wild pointer;
+ * slow_free keeps the fast path away. */
 void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now) {
   unsigned first = (unsigned)(pg - c->pages), n = pg->units;
   uint64_t m = span_mask(first, n);
   for (unsigned k = 0; k < n; k++) {
-    /* The head keeps its geometry, so free() can still tell a double free of one
-     * of its blocks from a wild pointer; slow_free keeps the fast path away. */
-    c->pages[first + k].cls = PAGE_UNUSED;
-    c->pages[first + k].head_back = 0;
+    relaxed_store(c->pages[first + k].cls, (uint8_t)PAGE_UNUSED);
     c->pages[first + k].slow_free = 1;
-    if (k) c->pages[first + k].magic = 0;
     c->dirty_since[first + k] = now;
   }
   c->free_units |= m;

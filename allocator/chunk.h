@@ -2,22 +2,26 @@
  * descriptors of every unit), units 1..63 handed out as spans. Tracks which
  * units are free and which free units are still resident ("dirty") and since
  * when. Callers hold the owning arena's lock for everything but lookups.
+ * A chunk no arena needs any more is never unmapped: it is purged whole and
+ * kept in a pool for the next chunk_new, so a reader that found it through the
+ * registry a moment before (a stale free, ebb_owns) reads zeroes, never
+ * unmapped memory.
  * Layer: above page, registry, os. */
 #ifndef EBB_CHUNK_H
 #define EBB_CHUNK_H
 #include "page.h"
 
-enum { HDR_CHUNK = 0x43484b31u, HDR_HUGE = 0x48554731u }; /* first word of every header */
+enum { HDR_CHUNK = 0x43484b31u }; /* first word of every chunk */
 
 struct arena;
 typedef struct chunk {
   uint32_t kind;        /* HDR_CHUNK */
   uint32_t first_class; /* owned by a first-class arena (which may be destroyed at any time) */
-  struct arena *arena;  /* owner; never changes while mapped (read by every free) */
+  struct arena *arena;  /* owner; set when the chunk is taken (read by every free) */
   uint64_t pad1[6];     /* keeps the line every free reads apart from the bitmaps */
   uint32_t free_count;  /* free units */
   uint32_t pad2;
-  struct chunk *next, *prev;         /* the arena's chunk list */
+  struct chunk *next, *prev;         /* the arena's chunk list; the pool's stack */
   uint64_t free_units;               /* bit i: unit i belongs to no page */
   uint64_t dirty_units;              /* bit i: unit i is free and may be resident */
   uint64_t dirty_since[CHUNK_UNITS]; /* coarse ms when a dirty unit became free */
@@ -27,14 +31,19 @@ typedef struct chunk {
 #define CHUNK_ALL_FREE (~(uint64_t)1) /* unit 0 is the header */
 
 EBB_INLINE chunk_t *chunk_of(const void *p) { return (chunk_t *)align_down((uintptr_t)p, CHUNK_SIZE); }
-/* The page that contains p (p inside the chunk, not in unit 0). */
+/* The page that contains p (p inside the chunk, not in unit 0). A free unit
+ * that was part of a span still points at that span's head, whose geometry
+ * stays until it is taken again, so a double free there is still named. */
 EBB_INLINE page_t *chunk_page_of(chunk_t *c, const void *p) {
   page_t *pg = &c->pages[((uintptr_t)p - (uintptr_t)c) >> UNIT_SHIFT];
-  return (page_t *)((char *)pg - pg->head_back); /* 0 except in the later units of a span */
+  return (page_t *)((char *)pg - relaxed_load(pg->head_back));
 }
 
-chunk_t *chunk_new(struct arena *a); /* NULL when the kernel refuses */
-void chunk_delete(chunk_t *c);       /* unregisters and unmaps */
+/* A chunk for arena a, from the pool or freshly mapped, registered; NULL when
+ * the kernel refuses. */
+chunk_t *chunk_new(struct arena *a, bool first_class);
+/* Unregisters c, returns all its memory to the kernel and keeps it in the pool. */
+void chunk_retire(chunk_t *c);
 /* A span of n free units (only resident ones if warm_only, so reuse costs no
  * page faults); NULL if none fits. Sets the descriptors of its tail units; the
  * caller initialises the head. */
@@ -49,4 +58,9 @@ void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now);
 size_t chunk_purge(chunk_t *c, uint64_t cutoff, size_t max_bytes, bool use_free);
 /* Oldest dirty time among its units, 0 if none. */
 uint64_t chunk_oldest_dirty(const chunk_t *c);
+/* Bytes of chunks in the pool (mapped, not resident, in no arena). */
+size_t chunk_pool_bytes(void);
+/* The pool's lock, held across fork (thread.c). */
+void chunk_pool_lock(void);
+void chunk_pool_unlock(void);
 #endif

@@ -36,6 +36,13 @@
 #define align_up(x, a) (((x) + ((a)-1)) & ~((uintptr_t)(a)-1))
 #define align_down(x, a) ((x) & ~((uintptr_t)(a)-1))
 
+/* Fields that one thread writes while others may read them without a lock (a
+ * page's geometry, read by other threads' frees and by ebb_owns; counters read
+ * by ebb_stats) are accessed as relaxed atomics: the same plain moves on
+ * x86-64, and free of data races by the C11 memory model. */
+#define relaxed_load(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define relaxed_store(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+
 /* Fatal path: writes "ebb: <func>: <msg> 0x<ptr>" to fd 2 and aborts. Never
  * allocates (formats into a stack buffer). */
 __attribute__((noreturn, cold)) void ebb_fatal(const char *func, const char *msg, const void *p);
@@ -56,16 +63,23 @@ __attribute__((noreturn, cold)) void ebb_fatal(const char *func, const char *msg
     if (EBB_DEBUG >= 2 && !(e)) ebb_fatal(__func__, "validation failed: " #e, NULL);                         \
   } while (0)
 
-/* A tiny test-and-test-and-set lock: fork-safe (the child just re-initialises
- * it), never allocates. Used only on slow paths. */
+/* A tiny test-and-test-and-set lock: never allocates, used only on slow paths.
+ * While a thread forks it holds every lock (thread.c's fork_prepare) and
+ * spin_fork_holder is set: its own lock calls in between (from other fork
+ * handlers that allocate) then succeed without touching any lock. */
 typedef struct {
   atomic_int held;
 } spinlock_t;
+extern __thread int spin_fork_holder __attribute__((tls_model("initial-exec")));
 void spin_lock(spinlock_t *l);
 EBB_INLINE bool spin_trylock(spinlock_t *l) {
+  if (unlikely(spin_fork_holder)) return true;
   return !atomic_load_explicit(&l->held, memory_order_relaxed) &&
          !atomic_exchange_explicit(&l->held, 1, memory_order_acquire);
 }
-EBB_INLINE void spin_unlock(spinlock_t *l) { atomic_store_explicit(&l->held, 0, memory_order_release); }
+EBB_INLINE void spin_unlock(spinlock_t *l) {
+  if (unlikely(spin_fork_holder)) return;
+  atomic_store_explicit(&l->held, 0, memory_order_release);
+}
 
 #endif

@@ -1,10 +1,15 @@
-/* os.c — owns every system call the allocator makes (see os.h).
+/* os.c — owns every system call and every libc call the allocator makes (see os.h).
  * May call: the kernel through libc's thin syscall wrappers (mmap, munmap,
- * madvise, mremap, clock_gettime, write, getauxval).
+ * madvise, mremap, clock_gettime, nanosleep, sched_yield, write, getauxval) and,
+ * from the constructor or ebb's pthread_create wrapper only, pthread_create,
+ * pthread_key_create and pthread_atfork.
  * Must never: allocate, use stdio, or change errno as seen by the caller. */
 #include "os.h"
 #include <errno.h>
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,4 +124,84 @@ uint64_t os_random_seed(void) {
   const void *at = (const void *)getauxval(AT_RANDOM);
   if (at) memcpy(&r, at, sizeof r);
   return r ^ (uint64_t)(uintptr_t)&r ^ os_now_ms();
+}
+
+void os_yield(void) {
+  int saved = errno;
+  sched_yield();
+  errno = saved;
+}
+
+void os_sleep_ms(uint64_t ms) {
+  int saved = errno;
+  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+  errno = saved;
+}
+
+/* ---- threads (see os.h for why these never run on a malloc/free path) */
+
+typedef int pthread_create_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+/* In a fully static link dlsym finds nothing; glibc's libc.a then has the real
+ * function under this name (pulled in by -Wl,-u,__pthread_create_2_1), its
+ * pthread_create being a weak alias that ebb's wrapper overrides. */
+extern pthread_create_fn __pthread_create_2_1 __attribute__((weak));
+static pthread_create_fn *_Atomic real_pthread_create;
+
+bool os_thread_init(void) {
+  if (atomic_load_explicit(&real_pthread_create, memory_order_acquire)) return true;
+  int saved = errno;
+  pthread_create_fn *f = __pthread_create_2_1;
+#ifndef EBB_NO_OVERRIDE
+  if (!f) f = (pthread_create_fn *)dlsym(RTLD_NEXT, "pthread_create"); /* may allocate: never on malloc's path */
+#else
+  if (!f) f = pthread_create; /* ebb does not wrap it in this build */
+#endif
+  errno = saved;
+  atomic_store_explicit(&real_pthread_create, f, memory_order_release);
+  return f != NULL;
+}
+
+int os_pthread_create(void *thread, const void *attr, void *(*fn)(void *), void *arg) {
+  if (!os_thread_init()) {
+    static const char msg[] = "ebb: pthread_create(): no libc pthread_create in this fully static program; "
+                              "link it with -Wl,-u,__pthread_create_2_1\n";
+    os_write(2, msg, sizeof msg - 1);
+    return EAGAIN;
+  }
+  return atomic_load_explicit(&real_pthread_create, memory_order_acquire)(thread, attr, fn, arg);
+}
+
+bool os_thread_start(void *(*fn)(void *)) {
+  int saved = errno;
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  int rc = os_pthread_create(&t, &attr, fn, NULL);
+  pthread_attr_destroy(&attr);
+  errno = saved;
+  return rc == 0;
+}
+
+static pthread_key_t exit_key;
+
+bool os_exit_key_create(void (*dtor)(void *)) {
+  int saved = errno;
+  int rc = pthread_key_create(&exit_key, dtor);
+  errno = saved;
+  return rc == 0;
+}
+
+void os_exit_key_set(void *value) {
+  int saved = errno;
+  pthread_setspecific(exit_key, value);
+  errno = saved;
+}
+
+void os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
+  int saved = errno;
+  pthread_atfork(prepare, parent, child);
+  errno = saved;
 }

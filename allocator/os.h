@@ -29,6 +29,26 @@ void os_write(int fd, const char *s, size_t n);
 /* A close-on-exec duplicate of fd numbered >= 3, or fd itself if that fails. */
 int os_dup_fd(int fd);
 __attribute__((noreturn)) void os_abort(void);
+void os_yield(void);             /* sched_yield: a spin lock's back-off */
+void os_sleep_ms(uint64_t ms);   /* nanosleep; only the background thread sleeps */
+
+/* Threads. libc may hold internal locks while it calls malloc or free (glibc's
+ * stack-cache lock in pthread_create and pthread_join, ld.so's locks, fork's
+ * atfork lock), so none of these may be called from a malloc/free/realloc path:
+ * only from ebb's constructor, its pthread_create wrapper, or the background
+ * thread. See docs/architecture.md, "Threads, fork". */
+/* Finds libc's own pthread_create behind ebb's wrapper; false if there is none
+ * (a fully static link without -Wl,-u,__pthread_create_2_1). */
+bool os_thread_init(void);
+/* libc's pthread_create, for ebb's wrapper (returns EAGAIN if there is none). */
+int os_pthread_create(void *thread, const void *attr, void *(*fn)(void *), void *arg);
+/* Starts a detached thread running fn(NULL) on a small stack. */
+bool os_thread_start(void *(*fn)(void *));
+/* One pthread key whose destructor runs at every thread's exit with the value set. */
+bool os_exit_key_create(void (*dtor)(void *));
+void os_exit_key_set(void *value); /* may call malloc (glibc's second-level key block) */
+/* pthread_atfork: takes glibc's atfork lock and may allocate. Constructor only. */
+void os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 uint64_t os_random_seed(void); /* per-process entropy (AT_RANDOM) */
 
 /* System-call counters, for ebb_stats. */

@@ -8,20 +8,24 @@
 
 uint64_t page_key;
 
+/* The fields other threads read without a lock (a stale free or ebb_owns may
+ * look at any descriptor) are stored as relaxed atomics. */
 void page_init(page_t *pg, unsigned cls, char *start) {
   const class_info_t *ci = &class_info[cls];
   pg->free = NULL;
-  pg->used = pg->carved = pg->carved_end = 0;
-  pg->magic = ci->magic;
-  pg->cls = (uint8_t)cls;
+  relaxed_store(pg->used, 0);
+  pg->carved = 0;
+  relaxed_store(pg->carved_end, 0);
+  relaxed_store(pg->magic, ci->magic);
+  relaxed_store(pg->start, start);
+  relaxed_store(pg->cls, (uint8_t)cls);
   pg->slow_free = pg->full = pg->remote_pending = 0;
   pg->units = (uint8_t)ci->units;
-  pg->head_back = 0;
+  relaxed_store(pg->head_back, 0);
   pg->sub_shift = (uint8_t)ci->sub_shift;
-  pg->block_size = ci->size;
+  relaxed_store(pg->block_size, ci->size);
   pg->capacity = ci->count;
-  pg->purged = 0;
-  pg->start = start;
+  relaxed_store(pg->purged, 0);
   pg->purge_used = UINT32_MAX;
   pg->settled = 0;
   pg->looked = 0;
@@ -53,7 +57,7 @@ uint32_t page_collect(page_t *pg) {
   track_close(last, sizeof *last);
   pg->free = head;
   ebb_assert(pg->used >= n);
-  pg->used -= n;
+  relaxed_store(pg->used, pg->used - n);
   return n;
 }
 
@@ -67,14 +71,14 @@ static void page_carve(page_t *pg) {
   if (end > pg->capacity) end = pg->capacity;
   for (uint32_t i = end; i-- > pg->carved;) page_push_local(pg, block_at(pg, i));
   pg->carved = end;
-  pg->carved_end = end * pg->block_size;
+  relaxed_store(pg->carved_end, end * pg->block_size);
 }
 
 /* Takes back the lowest purged granule: its blocks that overlap no other purged
  * granule go on the free list (touching them faults the memory back in). */
 static void page_unpark_one(page_t *pg) {
   unsigned s = (unsigned)__builtin_ctzll(pg->purged);
-  pg->purged &= pg->purged - 1;
+  relaxed_store(pg->purged, pg->purged & (pg->purged - 1));
   size_t lo = (size_t)s << pg->sub_shift, hi = lo + ((size_t)1 << pg->sub_shift);
   uint32_t first = (uint32_t)(lo / pg->block_size), last = (uint32_t)((hi - 1) / pg->block_size);
   if (last >= pg->carved) last = pg->carved - 1;
@@ -89,7 +93,7 @@ bool page_refill(page_t *pg) {
     page_unpark_one(pg);
     if (pg->free) return true;
   }
-  pg->purged = 0; /* granules past the carved blocks need no unparking */
+  relaxed_store(pg->purged, 0); /* granules past the carved blocks need no unparking */
   if (pg->carved < pg->capacity) {
     page_carve(pg);
     return true;
@@ -137,24 +141,13 @@ size_t page_purge_free(page_t *pg, bool use_free) {
   uint64_t cand = all & ~busy_granules(pg, bits) & ~pg->purged;
   if (!cand) return 0;
   size_t bytes = purge_runs(pg, cand, use_free);
-  pg->purged |= cand;
+  relaxed_store(pg->purged, pg->purged | cand);
   pg->slow_free = 1;
   pg->free = NULL; /* rebuild, leaving out (parking) blocks in purged granules */
   for (uint32_t i = pg->carved; i-- > 0;)
     if ((bits[i / 64] >> (i % 64) & 1) && !(page_block_granules(pg, i) & pg->purged))
       page_push_local(pg, block_at(pg, i));
   return bytes;
-}
-
-bool page_holds_free(page_t *pg, const block_t *b) {
-  uint32_t i = page_block_index(pg, b);
-  if (i != UINT32_MAX && (page_block_granules(pg, i) & pg->purged)) return true;
-  for (block_t *f = pg->free; f; f = block_next(f))
-    if (f == b) return true;
-  uintptr_t x = atomic_load_explicit(&pg->xfree, memory_order_acquire) & ~XFREE_FULL;
-  for (block_t *f = (block_t *)x; f; f = block_next(f))
-    if (f == b) return true;
-  return false;
 }
 
 bool page_is_valid(page_t *pg) {
@@ -164,7 +157,7 @@ bool page_is_valid(page_t *pg) {
     uint32_t i = page_block_index(pg, b);
     if (i == UINT32_MAX || (page_block_granules(pg, i) & pg->purged)) return false;
     track_open(b, sizeof *b);
-    bool ok = b->cookie == page_cookie(b);
+    bool ok = relaxed_load(b->cookie) == page_cookie(b);
     track_close(b, sizeof *b);
     if (!ok || nfree > pg->carved) return false;
   }

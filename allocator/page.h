@@ -70,7 +70,7 @@ EBB_INLINE uint64_t page_cookie(const block_t *b) { return page_key ^ (uint64_t)
  * copy we compare is defined, and the block's bytes keep their state. */
 EBB_INLINE bool block_has_cookie(const block_t *b) {
   track_quiet_begin();
-  uint64_t c = *(const volatile uint64_t *)&b->cookie;
+  uint64_t c = relaxed_load(b->cookie);
   track_quiet_end();
   track_open(&c, sizeof c);
   return c == page_cookie(b);
@@ -81,15 +81,15 @@ EBB_INLINE size_t page_span(const page_t *pg) { return (size_t)pg->units * UNIT_
 /* Whether p is the start of a block of pg ever handed out: one multiply and two
  * compares, and false for any descriptor that serves no class (magic 0). */
 EBB_INLINE bool page_is_block(const page_t *pg, const void *p) {
-  uint32_t off = (uint32_t)((const char *)p - pg->start);
-  return offset_is_multiple(off, pg->magic) && off < pg->carved_end;
+  uint32_t off = (uint32_t)((const char *)p - relaxed_load(pg->start));
+  return offset_is_multiple(off, relaxed_load(pg->magic)) && off < relaxed_load(pg->carved_end);
 }
 
 /* Block index of p in pg, or UINT32_MAX if p is not the start of a block ever
  * handed out. Safe on any p inside the span. */
 EBB_INLINE uint32_t page_block_index(const page_t *pg, const void *p) {
   if (!page_is_block(pg, p)) return UINT32_MAX;
-  return offset_div((uint32_t)((const char *)p - pg->start), pg->magic);
+  return offset_div((uint32_t)((const char *)p - relaxed_load(pg->start)), relaxed_load(pg->magic));
 }
 
 /* Mask of the granules that block i overlaps. */
@@ -103,7 +103,7 @@ EBB_INLINE uint64_t page_block_granules(const page_t *pg, uint32_t i) {
 EBB_INLINE void page_push_local(page_t *pg, block_t *b) {
   track_open(b, sizeof *b);
   b->next = pg->free;
-  b->cookie = page_cookie(b);
+  relaxed_store(b->cookie, page_cookie(b));
   track_close(b, sizeof *b);
   pg->free = b;
 }
@@ -115,8 +115,6 @@ uint32_t page_collect(page_t *pg);
 bool page_refill(page_t *pg);
 /* Returns the page's wholly free granules to the kernel; bytes purged. */
 size_t page_purge_free(page_t *pg, bool use_free);
-/* True if b (a cookie match) really is on one of the page's free lists. Owner only. */
-bool page_holds_free(page_t *pg, const block_t *b);
 /* Expensive validator for debug builds. Owner only. */
 bool page_is_valid(page_t *pg);
 #endif

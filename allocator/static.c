@@ -1,7 +1,7 @@
 /* static.c — the whole allocator as one translation unit (mimalloc's habit), so
  * the fast paths inline across layers and libebb.a is a single object.
  * Layers, bottom-up: os → fmt → options → sizeclass → decay → registry → page →
- * chunk → huge → arena → alloc → stats → public. */
+ * chunk → huge → arena → thread → alloc → stats → public. */
 #ifndef EBB_FAKE_OS
 #include "os.c"
 #endif
@@ -14,6 +14,7 @@
 #include "chunk.c"
 #include "huge.c"
 #include "arena.c"
+#include "thread.c"
 #include "alloc.c"
 #include "stats.c"
 #include "public.c"

@@ -80,20 +80,33 @@ Test(static_link, cxx_program_with_archive) {
   run_ok("static_cxx");
 }
 
-/* gcc -static prog.c build/libebb.a -pthread: works with glibc 2.36, because
- * ebb defines every name libc.a's malloc.o would otherwise be pulled in for. */
+/* gcc -static prog.c build/libebb.a -pthread -Wl,-u,__pthread_create_2_1:
+ * works with glibc 2.36, because ebb defines every name libc.a's malloc.o would
+ * otherwise be pulled in for; the -u pulls in libc.a's pthread_create, which
+ * ebb's own pthread_create (it starts the background thread) calls. */
+#define FULL_STATIC "-static -Wl,-u,__pthread_create_2_1 "
 Test(static_link, c_program_fully_static) {
-  build("static_c.c", "static_c_full", "-static -O1 -Wall");
+  build("static_c.c", "static_c_full", FULL_STATIC "-O1 -Wall");
   cr_assert_eq(has_interp(tmp_path("static_c_full")), 0, "-static produced a dynamic executable");
   no_glibc_malloc("static_c_full");
   run_ok("static_c_full");
 }
 
 Test(static_link, cxx_program_fully_static) {
-  build("static_cxx.cpp", "static_cxx_full", "-static -O1 -Wall -std=c++17");
+  build("static_cxx.cpp", "static_cxx_full", FULL_STATIC "-O1 -Wall -std=c++17");
   cr_assert_eq(has_interp(tmp_path("static_cxx_full")), 0, "-static produced a dynamic executable");
   no_glibc_malloc("static_cxx_full");
   run_ok("static_cxx_full");
+}
+
+/* Without the -u, a fully static program has no pthread_create behind ebb's:
+ * creating a thread fails with a message saying what to add, never silently. */
+Test(static_link, fully_static_without_pthread_flag_says_what_to_add) {
+  build("static_c.c", "static_c_nou", "-static -O1 -Wall");
+  int st = run_cmd(&r, "'%s/static_c_nou'", tmp_dir());
+  cr_assert_neq(st, 0, "a thread was created without libc's pthread_create?");
+  cr_assert(strstr(r.err, "ebb: pthread_create(): ") && strstr(r.err, "-Wl,-u,__pthread_create_2_1"),
+            "no clear message:\n%s", r.err);
 }
 
 /* The documented limitation: a fully static program that also calls a glibc
@@ -101,7 +114,7 @@ Test(static_link, cxx_program_fully_static) {
  * link fails with "multiple definition of `malloc'". If ebb ever defines
  * mallinfo, the program must instead link and run on ebb (update the docs). */
 Test(static_link, fully_static_with_mallinfo) {
-  int st = compile_program(&r, NULL, "static_mallinfo.c", "static_mallinfo", "-static -O1", ARCHIVE);
+  int st = compile_program(&r, NULL, "static_mallinfo.c", "static_mallinfo", FULL_STATIC "-O1", ARCHIVE);
   if (st != 0) {
     cr_assert(strstr(r.err, "multiple definition of `malloc'") && strstr(r.err, "libc.a(malloc.o)"),
               "the link failed, but not with the documented clash:\n%s", r.err);

@@ -99,3 +99,32 @@ void os_write(int fd, const char *s, size_t n) {
 void os_abort(void) { abort(); }
 uint64_t os_random_seed(void) { return 0x9e3779b97f4a7c15ull; }
 int os_dup_fd(int fd) { return fd; }
+
+/* Threads and sleeps: the real thing (the unit tests start real threads). */
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+void os_yield(void) { sched_yield(); }
+void os_sleep_ms(uint64_t ms) {
+  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+bool os_thread_init(void) { return true; }
+int os_pthread_create(void *t, const void *attr, void *(*fn)(void *), void *arg) {
+  return pthread_create(t, attr, fn, arg);
+}
+bool os_thread_start(void *(*fn)(void *)) {
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int rc = pthread_create(&t, &attr, fn, NULL);
+  pthread_attr_destroy(&attr);
+  return rc == 0;
+}
+static pthread_key_t exit_key;
+bool os_exit_key_create(void (*dtor)(void *)) { return pthread_key_create(&exit_key, dtor) == 0; }
+void os_exit_key_set(void *value) { pthread_setspecific(exit_key, value); }
+void os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
+  pthread_atfork(prepare, parent, child);
+}

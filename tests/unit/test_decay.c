@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #include "arena.h"
+#include "thread.h"
 #include "ebb.h"
 #include "fake_os.h"
 
@@ -114,6 +115,7 @@ Test(decay, abandoned_arena_is_purged_by_another_threads_activity) {
 
 Test(decay, background_thread_purges_with_no_activity) {
   opt.background = 1;
+  cr_assert(thread_background_start(), "the background thread starts (ebb does it from pthread_create)");
   run_thread(50000);
   fake_reset();
   __atomic_store_n(&fake_now, fake_now + 600, __ATOMIC_RELAXED);

@@ -1,0 +1,133 @@
+/* thread.c — owns process set-up, thread binding and exit, fork, and the
+ * background thread (thread.h).
+ * May call: arena, options, os (its thread functions only from the constructor,
+ * the pthread_create wrapper and the background thread itself).
+ * Must never: start a thread, sleep, or call pthread_atfork from a
+ * malloc/free/realloc path (glibc calls free with internal locks held). */
+#include "thread.h"
+#include "os.h"
+#ifndef EBB_NO_OVERRIDE
+#include <pthread.h>
+#endif
+
+__thread int spin_fork_holder __attribute__((tls_model("initial-exec")));
+
+static atomic_int init_state;         /* 0 none, 1 running, 2 done */
+static atomic_int bg_state;           /* 0 not running, 1 running (or starting) */
+static atomic_uint_fast64_t threads_seen;
+
+/* During fork the forking thread holds every arena lock (fork_prepare); a fork
+ * handler registered before ebb's may allocate on that thread in between, so
+ * its lock calls succeed at once without touching the locks: no other thread
+ * can be inside, and this thread is not in the middle of an update (fork is
+ * not called from inside malloc). */
+void spin_lock(spinlock_t *l) {
+  while (!spin_trylock(l)) os_yield();
+}
+
+/* ------------------------------------------------------------ set-up */
+
+static void thread_exit(void *arg) {
+  arena_t *a = arg;
+  if (arena_tls == a) arena_tls = NULL;
+  arena_abandon(a);
+}
+
+void thread_process_init(void) {
+  int st = 0;
+  if (likely(atomic_load_explicit(&init_state, memory_order_acquire) == 2)) return;
+  if (!atomic_compare_exchange_strong(&init_state, &st, 1)) {
+    while (atomic_load_explicit(&init_state, memory_order_acquire) != 2) os_yield();
+    return;
+  }
+  if (os_page_size() != OS_PAGE) ebb_fatal("malloc", "unsupported page size", (void *)os_page_size());
+  options_init();
+  sizeclass_init();
+  page_key = os_random_seed() | 1;
+  page_empty.cls = PAGE_UNUSED;
+  /* glibc's pthread_key_create claims a slot with a CAS: no lock, no allocation. */
+  os_exit_key_create(thread_exit);
+  atomic_store_explicit(&init_state, 2, memory_order_release);
+}
+
+arena_t *thread_arena(void) {
+  if (arena_tls) return arena_tls;
+  thread_process_init();
+  arena_t *a = arena_claim(ARENA_ABANDONED, ARENA_OWNED);
+  if (!a) a = arena_claim(ARENA_FREE, ARENA_OWNED);
+  if (!a) a = arena_new(ARENA_OWNED);
+  if (!a) return NULL;
+  arena_tls = a;
+  atomic_fetch_add_explicit(&threads_seen, 1, memory_order_relaxed);
+  os_exit_key_set(a); /* may call malloc (a second-level key block): the arena is already set */
+  return a;
+}
+
+uint64_t thread_count_seen(void) { return atomic_load_explicit(&threads_seen, memory_order_relaxed); }
+
+/* ------------------------------------------------------------ fork */
+
+/* ebb's handlers are registered from the constructor, before the program's
+ * (prepare handlers run in reverse order of registration, so ebb's prepare
+ * runs last and its parent/child handlers first); any earlier handler that
+ * allocates is covered by spin_fork_holder. */
+static void fork_prepare(void) {
+  arena_lock_all();
+  spin_fork_holder = 1;
+}
+static void fork_parent(void) {
+  spin_fork_holder = 0;
+  arena_unlock_all();
+}
+/* Only this thread survives in the child: the background thread is gone. With
+ * EBB_BACKGROUND=1 it starts again right here (glibc has reset its own locks
+ * before it runs the child handlers); with auto, at the child's first
+ * pthread_create, like in any single-threaded process. */
+static void fork_child(void) {
+  spin_fork_holder = 0;
+  arena_fork_child();
+  atomic_store(&bg_state, 0);
+  if (opt.background == 1) thread_background_start();
+}
+
+/* ------------------------------------------------------------ background thread */
+
+static void *background_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    uint64_t period = (uint64_t)opt.decay_ms / 4;
+    if (period < 10) period = 10;
+    if (period > 100) period = 100;
+    os_sleep_ms(period);
+    arena_purge_background(os_now_ms());
+  }
+  return NULL;
+}
+
+bool thread_background_start(void) {
+  int off = 0;
+  if (atomic_load_explicit(&bg_state, memory_order_relaxed) || !atomic_compare_exchange_strong(&bg_state, &off, 1))
+    return true;
+  if (os_thread_start(background_main)) return true;
+  atomic_store(&bg_state, 0);
+  return false;
+}
+
+/* Runs before the program's own constructors (priority 101) in a static link,
+ * and before the executable's with LD_PRELOAD or -lebb. */
+__attribute__((constructor(101))) static void thread_constructor(void) {
+  thread_process_init();
+  os_thread_init();
+  os_atfork(fork_prepare, fork_parent, fork_child);
+  if (opt.background == 1) thread_background_start();
+}
+
+#ifndef EBB_NO_OVERRIDE
+/* jemalloc's way to learn that a process becomes multi-threaded: the first
+ * pthread_create starts the background thread (EBB_BACKGROUND=auto), from the
+ * creating thread's context, where no libc lock is held. */
+EBB_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+  if (opt.background != 0) thread_background_start();
+  return os_pthread_create(t, attr, fn, arg);
+}
+#endif

@@ -1,0 +1,16 @@
+/* thread.h — owns the process and thread lifecycle: set-up (options, classes,
+ * keys; once, from a constructor or lazily from the first allocation), binding
+ * a thread to an arena and abandoning it at exit, fork handling, and the
+ * background purge thread with the pthread_create wrapper that starts it.
+ * Layer: above arena, os. Nothing here runs a libc call that may take a libc
+ * lock on a malloc/free path: those (pthread_create, pthread_atfork) run only
+ * from the constructor and the pthread_create wrapper. */
+#ifndef EBB_THREAD_H
+#define EBB_THREAD_H
+#include "arena.h"
+
+void thread_process_init(void);        /* idempotent; cheap once done */
+arena_t *thread_arena(void);           /* slow path: the calling thread's arena, set up on first use */
+bool thread_background_start(void);    /* starts the purge thread if it is not running (never from malloc) */
+uint64_t thread_count_seen(void);      /* threads that ever got an arena */
+#endif
