@@ -30,14 +30,19 @@ $(B)/vg/ebb.o: $(LIB_SRC) | $(B)/vg
 $(B)/libebb.so: $(B)/obj/ebb.o
 	$(CC) -shared -Wl,-soname,libebb.so.0 -Wl,-z,nodelete -pthread -o $@ $<
 	ln -sf libebb.so $(B)/libebb.so.0
+# Hidden visibility does not protect a static link: internal names are made
+# local in the archive's object, so only ebb_* and the standard names are global.
 $(B)/libebb.a: $(B)/obj/ebb.o
-	rm -f $@ && ar rcs $@ $<
+	objcopy --localize-hidden $< $(B)/obj/ebb-static.o
+	rm -f $@ && ar rcs $@ $(B)/obj/ebb-static.o
 $(B)/debug/libebb.so: $(B)/debug/ebb.o
 	$(CC) -shared -Wl,-soname,libebb.so.0 -pthread -o $@ $<
 $(B)/debug/libebb.a: $(B)/debug/ebb.o
-	rm -f $@ && ar rcs $@ $<
+	objcopy --localize-hidden $< $(B)/debug/ebb-static.o
+	rm -f $@ && ar rcs $@ $(B)/debug/ebb-static.o
 $(B)/vg/libebb.a: $(B)/vg/ebb.o
-	rm -f $@ && ar rcs $@ $<
+	objcopy --localize-hidden $< $(B)/vg/ebb-static.o
+	rm -f $@ && ar rcs $@ $(B)/vg/ebb-static.o
 
 debug: $(B)/debug/libebb.so $(B)/debug/libebb.a
 valgrind: $(B)/vg/libebb.a
@@ -74,6 +79,8 @@ $(B)/tests/api-vg: $(VG_SRC) $(B)/vg/libebb.a | $(B)/tests
 	$(CC) $(TCFLAGS) -DEBB_API_ONLY $(VG_SRC) $(B)/vg/libebb.a -o $@ $(TLIBS)
 
 CRIT := --jobs=2
+
+include tests/sanitize.mk
 
 deps-test:
 	@tests/deps.sh test
