@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -556,4 +557,38 @@ Test(misuse, correct_use_does_not_abort) {
   cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "the child %s; stderr:\n%s",
             describe_status(r.status), r.err);
   cr_assert_eq(r.err[0], 0, "correct use printed: %s", r.err);
+}
+
+/* docs/api.md's misuse table names its rows in the first column, in backquotes:
+ * they must be exactly this file's rows, in the same order. */
+Test(misuse, docs_table_matches_the_rows) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/docs/api.md", repo_root());
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "cannot open %s", path);
+  char line[1024];
+  bool in_table = false;
+  size_t n = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "| row | misuse | result |", 25) == 0) in_table = true;
+    else if (in_table && strncmp(line, "| `", 3) == 0) {
+      char *end = strchr(line + 3, '`');
+      cr_assert_not_null(end);
+      *end = 0;
+      cr_assert_lt(n, ARRAY_LEN(rows), "docs/api.md has more rows than the test (extra: %s)", line + 3);
+      cr_assert_str_eq(line + 3, rows[n].name, "row %zu: docs/api.md says %s, the test %s", n, line + 3,
+                       rows[n].name);
+      bool doc_limit = strstr(end + 1, "**limit:**") != NULL;
+      cr_assert_eq(doc_limit, rows[n].limit, "row %s: a limit in one and not the other", rows[n].name);
+      if (rows[n].func) {
+        char want[128];
+        snprintf(want, sizeof want, "`%s(): %s`", rows[n].func, rows[n].msg);
+        cr_assert(strstr(end + 1, want), "row %s: docs/api.md does not say %s", rows[n].name, want);
+      }
+      n++;
+    } else if (in_table && line[0] != '|')
+      break;
+  }
+  fclose(f);
+  cr_assert_eq(n, ARRAY_LEN(rows), "docs/api.md lists %zu rows, the test %zu", n, ARRAY_LEN(rows));
 }
