@@ -90,19 +90,32 @@ static void huge_unlink(huge_t *h) {
   spin_unlock(&a->lock);
 }
 
-static void *huge_alloc(arena_t *first_class, size_t size, size_t align) {
+/* zero: the caller needs zeroes (calloc); a fresh mapping has them, a block
+ * reused from the cache is cleared (its pages are resident: no faults). */
+static void *huge_alloc_z(arena_t *first_class, size_t size, size_t align, bool zero) {
   thread_process_init(); /* a program's first allocation may be large */
-  huge_t *h = huge_new(size, align);
+  bool reused;
+  huge_t *h = huge_new(size, align, &reused);
+  if (!h) {
+    arena_purge_all(true); /* cached memory may be what stands in the way */
+    h = huge_new(size, align, &reused);
+  }
   if (!h) return fail_nomem();
   huge_link(first_class, h);
-  track_malloc(h->user, huge_usable(h), true);
+  track_malloc(h->user, huge_usable(h), !reused);
+  if (zero && reused) memset(h->user, 0, size);
   return h->user;
+}
+
+static void *huge_alloc(arena_t *first_class, size_t size, size_t align) {
+  return huge_alloc_z(first_class, size, align, false);
 }
 
 static void huge_free(huge_t *h) {
   track_free(h->user);
   huge_unlink(h);
-  huge_delete(h);
+  huge_delete(h, opt.decay_ms != 0, os_now_ms());
+  arena_enforce_cap();
 }
 
 /* ------------------------------------------------------------ malloc / free */
@@ -202,8 +215,10 @@ static void *alloc_in(arena_t *a, size_t size, bool first_class) {
 static void *calloc_in(arena_t *a, size_t n, size_t size, bool first_class) {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) return fail_nomem();
+  if (total > CLASS_MAX_SIZE)
+    return total > MAX_REQUEST ? fail_nomem() : huge_alloc_z(first_class ? a : NULL, total, MIN_ALIGN, true);
   void *p = alloc_in(a, total, first_class);
-  if (p && total <= CLASS_MAX_SIZE) memset(p, 0, total); /* large blocks are fresh mappings */
+  if (p) memset(p, 0, total);
   return p;
 }
 
@@ -221,7 +236,8 @@ static void *realloc_in(arena_t *a, void *p, size_t size, bool first_class) {
   }
   size_t old = usable_of(o);
   if (o.chunk && size <= old && size >= old / 2) return p;
-  if (!o.chunk && size > CLASS_MAX_SIZE && size <= MAX_REQUEST && huge_resize(o.huge, size)) {
+  if (!o.chunk && size > CLASS_MAX_SIZE && size <= MAX_REQUEST &&
+      huge_resize(o.huge, size, opt.decay_ms != 0, os_now_ms())) {
     huge_t *h = o.huge;
     track_free(p);
     track_malloc(h->user, huge_usable(h), false);
@@ -247,11 +263,11 @@ EBB_EXPORT void *ebb_reallocarray(void *p, size_t n, size_t size) {
 
 /* Blocks of a class whose size is a multiple of align start at multiples of
  * align (pages start on unit boundaries), so such a class serves the request. */
-static void *aligned_alloc_core(size_t align, size_t size) {
-  if (align <= MIN_ALIGN) return ebb_malloc(size);
+static void *aligned_alloc_in(arena_t *first_class, size_t align, size_t size) {
+  if (align <= MIN_ALIGN) return alloc_in(first_class, size, first_class != NULL);
   if (size > MAX_REQUEST) return fail_nomem();
   if (align <= MAX_IN_CHUNK_ALIGN && size <= CLASS_MAX_SIZE) {
-    arena_t *a = thread_arena();
+    arena_t *a = first_class ? first_class : thread_arena();
     if (!a) return fail_nomem();
     for (unsigned c = size_class(size ? size : 1); c < NCLASSES; c++)
       if (class_size_of(c) % align == 0) {
@@ -259,8 +275,10 @@ static void *aligned_alloc_core(size_t align, size_t size) {
         return p ? p : fail_nomem();
       }
   }
-  return huge_alloc(NULL, size, align);
+  return huge_alloc(first_class, size, align);
 }
+
+static void *aligned_alloc_core(size_t align, size_t size) { return aligned_alloc_in(NULL, align, size); }
 
 static bool pow2(size_t x) { return x && !(x & (x - 1)); }
 
@@ -313,6 +331,18 @@ EBB_EXPORT void *ebb_arena_calloc(ebb_arena_t *a, size_t n, size_t size) {
 
 EBB_EXPORT void *ebb_arena_realloc(ebb_arena_t *a, void *p, size_t size) {
   return realloc_in((arena_t *)a, p, size, true);
+}
+
+EBB_EXPORT void *ebb_arena_aligned_alloc(ebb_arena_t *a, size_t alignment, size_t size) {
+  if (!pow2(alignment)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return aligned_alloc_in((arena_t *)a, alignment, size);
+}
+
+EBB_EXPORT void ebb_arena_reset(ebb_arena_t *a) {
+  if (a) arena_reset_blocks((arena_t *)a);
 }
 
 EBB_EXPORT void ebb_arena_destroy(ebb_arena_t *a) {

@@ -15,6 +15,7 @@ static _Atomic(arena_t *) arenas_all;    /* every arena ever made */
 static atomic_size_t dirty_total;        /* sum of arenas' dirty bytes, for the cap */
 static atomic_size_t active_total;       /* sum of arenas' active bytes, for a % cap */
 static _Atomic uint64_t last_global;     /* when the global purge last ran */
+static atomic_size_t pool_purged;        /* bytes purged from pooled chunks, cumulative */
 
 /* ------------------------------------------------------------ page queues */
 
@@ -109,6 +110,37 @@ static void dirty_add(arena_t *a, ptrdiff_t d) {
   atomic_fetch_add_explicit(&dirty_total, (size_t)d, memory_order_relaxed);
 }
 
+/* Every byte the cap counts: arenas' free units, pooled chunks, cached large blocks. */
+static size_t dirty_all(void) {
+  return atomic_load_explicit(&dirty_total, memory_order_relaxed) + chunk_pool_dirty() + huge_cache_bytes();
+}
+
+static size_t dirty_limit(void) {
+  return decay_dirty_limit(opt.dirty_max, atomic_load_explicit(&active_total, memory_order_relaxed) +
+                                              huge_active_bytes());
+}
+
+/* Memory kept outside any arena goes first when the cap is exceeded: pooled
+ * chunks (oldest first), then cached large blocks (oldest first). Returns
+ * what is still over the cap. */
+static size_t cap_excess_outside_arenas(void) {
+  size_t all = dirty_all(), limit = dirty_limit();
+  if (all <= limit) return 0;
+  size_t excess = all - limit, got = chunk_pool_decay(UINT64_MAX, excess);
+  atomic_fetch_add_explicit(&pool_purged, got, memory_order_relaxed);
+  if (got < excess) got += huge_cache_trim(excess - got);
+  return got < excess ? excess - got : 0;
+}
+
+void arena_enforce_cap(void) {
+  if (opt.decay_ms == 0) {
+    atomic_fetch_add_explicit(&pool_purged, chunk_pool_decay(UINT64_MAX, SIZE_MAX), memory_order_relaxed);
+    huge_cache_decay(UINT64_MAX);
+    return;
+  }
+  cap_excess_outside_arenas();
+}
+
 /* A class gets back the very span it gave up last, if still free: a request
  * loop then carves the same, still resident, memory every cycle. */
 static page_t *take_last_span_locked(arena_t *a, unsigned cls, unsigned units) {
@@ -135,8 +167,9 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units) {
         return pg;
       }
     }
-  chunk_t *c = chunk_new(a, atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS);
+  chunk_t *c = chunk_new(a, atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS, a->now);
   if (!c) return NULL;
+  dirty_add(a, (ptrdiff_t)((size_t)__builtin_popcountll(c->dirty_units) * UNIT_SIZE)); /* a warm pooled chunk */
   c->next = a->chunks;
   c->prev = NULL;
   if (a->chunks) a->chunks->prev = c;
@@ -180,12 +213,12 @@ static void arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
   stat_add(&a->active, -(ptrdiff_t)span);
   atomic_fetch_sub_explicit(&active_total, span, memory_order_relaxed);
   dirty_add(a, (ptrdiff_t)span);
-  size_t limit = decay_dirty_limit(opt.dirty_max, atomic_load_explicit(&active_total, memory_order_relaxed));
-  size_t dirty = atomic_load_explicit(&dirty_total, memory_order_relaxed);
   if (opt.decay_ms == 0)
     purge_oldest_locked(a, SIZE_MAX);
-  else if (dirty > limit)
-    purge_oldest_locked(a, dirty - limit);
+  else if (dirty_all() > dirty_limit()) {
+    size_t excess = cap_excess_outside_arenas();
+    if (excess) purge_oldest_locked(a, excess);
+  }
   spin_unlock(&a->lock);
 }
 
@@ -408,7 +441,10 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
 /* Purges every arena: abandoned ones wholly (their pages too), live ones
  * only in their free units (their pages belong to their threads). */
 static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pages) {
-  size_t bytes = 0;
+  uint64_t cutoff = force ? UINT64_MAX : (now >= (uint64_t)opt.decay_ms ? now - (uint64_t)opt.decay_ms : 0);
+  size_t pooled = chunk_pool_decay(cutoff, SIZE_MAX);
+  atomic_fetch_add_explicit(&pool_purged, pooled, memory_order_relaxed);
+  size_t bytes = pooled + huge_cache_decay(cutoff);
   for (arena_t *a = atomic_load_explicit(&arenas_all, memory_order_acquire); a; a = a->all_next) {
     if (a == self) continue;
     int st = ARENA_ABANDONED;
@@ -517,32 +553,72 @@ void arena_fork_child(void) {
   }
 }
 
-void arena_destroy(arena_t *a) {
-  spin_lock(&a->lock);
-  for (chunk_t *c = a->chunks, *next; c; c = next) {
-    next = c->next;
-    chunk_retire(c);
-  }
-  a->chunks = NULL;
+/* Large blocks of a first-class arena go to the cache (or back, with no decay). */
+static void free_huge_locked(arena_t *a, uint64_t now) {
   for (huge_t *h = a->huge, *next; h; h = next) {
     next = h->next;
-    huge_delete(h);
+    huge_delete(h, opt.decay_ms != 0, now);
   }
   a->huge = NULL;
-  size_t mapped = atomic_load(&a->mapped), active = atomic_load(&a->active), dirty = atomic_load(&a->dirty);
+}
+
+/* The arena's chunks go to the pool still resident (warm for the next arena or
+ * thread that needs a chunk), its large blocks to the cache; decay returns both. */
+void arena_destroy(arena_t *a) {
+  spin_lock(&a->lock);
+  uint64_t now = os_now_ms();
+  for (chunk_t *c = a->chunks, *next; c; c = next) {
+    next = c->next;
+    if (opt.decay_ms == 0)
+      chunk_retire(c);
+    else
+      chunk_pool_put(c, chunk_resident(c), now);
+  }
+  a->chunks = NULL;
+  free_huge_locked(a, now);
+  size_t active = atomic_load(&a->active), dirty = atomic_load(&a->dirty);
   atomic_fetch_sub(&active_total, active);
   dirty_add(a, -(ptrdiff_t)dirty);
-  stat_add(&a->purged, (ptrdiff_t)mapped);
   atomic_store(&a->mapped, 0);
   atomic_store(&a->active, 0);
   atomic_store(&a->remote_pages, NULL);
   arena_reset(a);
   spin_unlock(&a->lock);
   atomic_store(&a->state, ARENA_FREE);
+  arena_enforce_cap();
+}
+
+/* ebb_arena_reset: every block freed, every unit of every chunk free again and
+ * dirty where it may be resident; the chunks stay, and each class remembers
+ * its last span, so the next request carves the same resident memory. */
+void arena_reset_blocks(arena_t *a) {
+  spin_lock(&a->lock);
+  uint64_t now = os_now_ms();
+  size_t resident = 0, dirty_before = atomic_load(&a->dirty);
+  for (chunk_t *c = a->chunks; c; c = c->next) {
+    uint64_t r = chunk_resident(c);
+    chunk_reset(c, r, now);
+    resident += (size_t)__builtin_popcountll(r) * UNIT_SIZE;
+  }
+  free_huge_locked(a, now);
+  atomic_fetch_sub(&active_total, atomic_load(&a->active));
+  atomic_store(&a->active, 0);
+  dirty_add(a, (ptrdiff_t)resident - (ptrdiff_t)dirty_before);
+  atomic_store(&a->remote_pages, NULL);
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    a->direct[c] = &page_empty;
+    a->queues[c].first = a->queues[c].last = NULL;
+  }
+  if (opt.decay_ms == 0) purge_oldest_locked(a, SIZE_MAX);
+  spin_unlock(&a->lock);
+  arena_enforce_cap();
 }
 
 void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purged, size_t *allocated,
                      uint64_t *count) {
+  *mapped += chunk_pool_warm_bytes(); /* purged pooled chunks are address space only */
+  *dirty += chunk_pool_dirty();
+  *purged += atomic_load_explicit(&pool_purged, memory_order_relaxed);
   for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) {
     *mapped += atomic_load_explicit(&a->mapped, memory_order_relaxed);
     *active += atomic_load_explicit(&a->active, memory_order_relaxed);

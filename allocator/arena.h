@@ -64,6 +64,9 @@ arena_t *arena_claim(int from, int to);
 /* Its thread exited: cached blocks go home, the arena becomes adoptable. */
 void arena_abandon(arena_t *a);
 void arena_destroy(arena_t *a);
+void arena_reset_blocks(arena_t *a); /* ebb_arena_reset */
+/* Applies EBB_DIRTY_MAX (and EBB_DECAY_MS=0) to memory kept outside arenas. */
+void arena_enforce_cap(void);
 /* fork: every arena lock (and the chunk pool's) is taken before and released
  * after; in the child, other threads' arenas are orphaned. */
 void arena_lock_all(void);

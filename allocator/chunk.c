@@ -8,37 +8,74 @@
 #include "registry.h"
 
 static spinlock_t pool_lock;
-static chunk_t *pool;             /* retired chunks, purged, linked by next */
-static atomic_size_t pool_count;
+static chunk_t *warm_new, *warm_old; /* pooled warm chunks, newest first (next: older, prev: newer) */
+static chunk_t *clean;               /* pooled purged chunks, linked by next */
+static atomic_size_t pool_count, warm_count, warm_dirty;
 
 void chunk_pool_lock(void) { spin_lock(&pool_lock); }
 void chunk_pool_unlock(void) { spin_unlock(&pool_lock); }
 size_t chunk_pool_bytes(void) { return atomic_load_explicit(&pool_count, memory_order_relaxed) * CHUNK_SIZE; }
+size_t chunk_pool_dirty(void) { return atomic_load_explicit(&warm_dirty, memory_order_relaxed); }
+size_t chunk_pool_warm_bytes(void) { return atomic_load_explicit(&warm_count, memory_order_relaxed) * CHUNK_SIZE; }
+
+static size_t units_bytes(uint64_t m) { return (size_t)__builtin_popcountll(m) * UNIT_SIZE; }
+#define pooled_since dirty_since[0] /* unit 0 (the header) is never a dirty unit */
+
+static void warm_unlink_locked(chunk_t *c) {
+  if (c->prev) c->prev->next = c->next;
+  else warm_new = c->next;
+  if (c->next) c->next->prev = c->prev;
+  else warm_old = c->prev;
+  atomic_fetch_sub_explicit(&warm_dirty, units_bytes(c->dirty_units), memory_order_relaxed);
+  atomic_fetch_sub_explicit(&warm_count, 1, memory_order_relaxed);
+}
+
+static void clean_push_locked(chunk_t *c) {
+  c->next = clean;
+  clean = c;
+}
 
 static chunk_t *pool_pop(void) {
   spin_lock(&pool_lock);
-  chunk_t *c = pool;
-  if (c) {
-    pool = c->next;
-    atomic_fetch_sub_explicit(&pool_count, 1, memory_order_relaxed);
-  }
+  chunk_t *c = warm_new;
+  if (c)
+    warm_unlink_locked(c);
+  else if ((c = clean))
+    clean = c->next;
+  if (c) atomic_fetch_sub_explicit(&pool_count, 1, memory_order_relaxed);
   spin_unlock(&pool_lock);
   return c;
 }
 
-/* A pooled chunk reads as zeroes (it was purged whole), like a fresh one; only
- * the fields that are not zero when unused are written. */
-chunk_t *chunk_new(struct arena *a, bool first_class) {
+/* Every unit free; what lookups read of an unused unit says "no block". */
+static void reset_units(chunk_t *c, uint64_t resident, uint64_t now) {
+  for (unsigned i = 0; i < CHUNK_UNITS; i++) {
+    page_t *pg = &c->pages[i];
+    relaxed_store(pg->cls, (uint8_t)PAGE_UNUSED);
+    relaxed_store(pg->magic, 0);
+    relaxed_store(pg->head_back, 0);
+    relaxed_store(pg->carved_end, 0);
+    pg->slow_free = 1;
+    if (resident >> i & 1) c->dirty_since[i] = now;
+  }
+  c->free_units = CHUNK_ALL_FREE;
+  c->dirty_units = resident & CHUNK_ALL_FREE;
+  c->free_count = CHUNK_UNITS - 1;
+}
+
+/* A fresh or purged chunk reads as zeroes; a warm one has its old descriptors. */
+chunk_t *chunk_new(struct arena *a, bool first_class, uint64_t now) {
   chunk_t *c = pool_pop();
-  if (!c && !(c = os_map_aligned(CHUNK_SIZE, CHUNK_SIZE))) return NULL;
+  uint64_t resident = 0;
+  if (c)
+    resident = c->dirty_units;
+  else if (!(c = os_map_aligned(CHUNK_SIZE, CHUNK_SIZE)))
+    return NULL;
   c->kind = HDR_CHUNK;
   relaxed_store(c->arena, a);
   relaxed_store(c->first_class, (uint32_t)first_class);
-  c->free_units = CHUNK_ALL_FREE;
-  c->dirty_units = 0; /* fresh or purged: not resident */
-  c->free_count = CHUNK_UNITS - 1;
   c->next = c->prev = NULL;
-  for (unsigned i = 0; i < CHUNK_UNITS; i++) relaxed_store(c->pages[i].cls, (uint8_t)PAGE_UNUSED);
+  reset_units(c, resident, now);
   if (!registry_set(c, c)) {
     chunk_retire(c);
     return NULL;
@@ -50,10 +87,43 @@ void chunk_retire(chunk_t *c) {
   registry_clear(c);
   os_purge(c, CHUNK_SIZE, false); /* MADV_DONTNEED: stale readers see zeroes */
   spin_lock(&pool_lock);
-  c->next = pool;
-  pool = c;
+  clean_push_locked(c);
   atomic_fetch_add_explicit(&pool_count, 1, memory_order_relaxed);
   spin_unlock(&pool_lock);
+}
+
+void chunk_pool_put(chunk_t *c, uint64_t resident, uint64_t now) {
+  resident &= CHUNK_ALL_FREE;
+  if (!resident) return chunk_retire(c);
+  registry_clear(c);
+  c->dirty_units = resident;
+  c->pooled_since = now;
+  spin_lock(&pool_lock);
+  c->prev = NULL;
+  c->next = warm_new;
+  if (warm_new) warm_new->prev = c;
+  else warm_old = c;
+  warm_new = c;
+  atomic_fetch_add_explicit(&warm_dirty, units_bytes(resident), memory_order_relaxed);
+  atomic_fetch_add_explicit(&warm_count, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&pool_count, 1, memory_order_relaxed);
+  spin_unlock(&pool_lock);
+}
+
+void chunk_reset(chunk_t *c, uint64_t resident, uint64_t now) { reset_units(c, resident, now); }
+
+size_t chunk_pool_decay(uint64_t cutoff, size_t max_bytes) {
+  size_t bytes = 0;
+  spin_lock(&pool_lock);
+  while (warm_old && warm_old->pooled_since <= cutoff && bytes < max_bytes) {
+    chunk_t *c = warm_old;
+    bytes += units_bytes(c->dirty_units);
+    warm_unlink_locked(c);
+    os_purge(c, CHUNK_SIZE, false);
+    clean_push_locked(c);
+  }
+  spin_unlock(&pool_lock);
+  return bytes;
 }
 
 /* Bit i set iff bits i..i+n-1 of m are all set. */

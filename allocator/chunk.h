@@ -2,10 +2,12 @@
  * descriptors of every unit), units 1..63 handed out as spans. Tracks which
  * units are free and which free units are still resident ("dirty") and since
  * when. Callers hold the owning arena's lock for everything but lookups.
- * A chunk no arena needs any more is never unmapped: it is purged whole and
- * kept in a pool for the next chunk_new, so a reader that found it through the
- * registry a moment before (a stale free, ebb_owns) reads zeroes, never
- * unmapped memory.
+ * A chunk no arena needs any more is never unmapped: it goes to a pool for the
+ * next chunk_new, so a reader that found it through the registry a moment
+ * before (a stale free, ebb_owns) never reads unmapped memory. The pool keeps
+ * the chunks of destroyed arenas warm (resident, dirty) until decay purges them,
+ * and hands out the most recently pooled first: a create/work/destroy loop
+ * then reuses the same resident memory with no page faults.
  * Layer: above page, registry, os. */
 #ifndef EBB_CHUNK_H
 #define EBB_CHUNK_H
@@ -39,11 +41,25 @@ EBB_INLINE page_t *chunk_page_of(chunk_t *c, const void *p) {
   return (page_t *)((char *)pg - relaxed_load(pg->head_back));
 }
 
-/* A chunk for arena a, from the pool or freshly mapped, registered; NULL when
+/* A chunk for arena a, registered: from the pool (warm first; its resident
+ * free units are in dirty_units, dirty since now) or freshly mapped; NULL when
  * the kernel refuses. */
-chunk_t *chunk_new(struct arena *a, bool first_class);
+chunk_t *chunk_new(struct arena *a, bool first_class, uint64_t now);
 /* Unregisters c, returns all its memory to the kernel and keeps it in the pool. */
 void chunk_retire(chunk_t *c);
+/* Unregisters c, every unit free, and keeps it in the pool with the units in
+ * `resident` still resident (dirty since now): warm for the next chunk_new. */
+void chunk_pool_put(chunk_t *c, uint64_t resident, uint64_t now);
+/* Resets every unit of c to free (the chunk stays registered and its arena's);
+ * the units in `resident` are dirty since now. For ebb_arena_reset. */
+void chunk_reset(chunk_t *c, uint64_t resident, uint64_t now);
+/* Units of c that may be resident: free dirty ones and every unit in a page. */
+EBB_INLINE uint64_t chunk_resident(const chunk_t *c) { return c->dirty_units | (~c->free_units & CHUNK_ALL_FREE); }
+/* Purges pooled warm chunks pooled at or before cutoff, oldest first, until at
+ * least max_bytes went. Bytes purged. */
+size_t chunk_pool_decay(uint64_t cutoff, size_t max_bytes);
+size_t chunk_pool_dirty(void);      /* resident bytes of pooled chunks */
+size_t chunk_pool_warm_bytes(void); /* bytes of pooled chunks that may hold resident memory */
 /* A span of n free units (only resident ones if warm_only, so reuse costs no
  * page faults); NULL if none fits. Sets the descriptors of its tail units; the
  * caller initialises the head. */
@@ -58,7 +74,7 @@ void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now);
 size_t chunk_purge(chunk_t *c, uint64_t cutoff, size_t max_bytes, bool use_free);
 /* Oldest dirty time among its units, 0 if none. */
 uint64_t chunk_oldest_dirty(const chunk_t *c);
-/* Bytes of chunks in the pool (mapped, not resident, in no arena). */
+/* Bytes of chunks in the pool (mapped, in no arena). */
 size_t chunk_pool_bytes(void);
 /* The pool's lock, held across fork (thread.c). */
 void chunk_pool_lock(void);

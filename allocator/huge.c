@@ -1,22 +1,37 @@
-/* huge.c — owns large blocks and their descriptors (huge.h).
- * May call: os_map, os_map_aligned, os_unmap, os_resize_inplace, os_move_aligned,
- * registry. Must never: copy a block's contents (mremap moves pages), or leave
- * a registry entry naming an address range it no longer owns. */
+/* huge.c — owns large blocks, their descriptors and the cache of freed ones (huge.h).
+ * May call: os_map, os_map_aligned, os_unmap, os_purge, os_resize_inplace,
+ * os_move_aligned, registry. Must never: copy a block's contents (mremap moves
+ * pages), or leave a registry entry naming an address range it no longer owns. */
 #include "huge.h"
 #include "os.h"
 #include "registry.h"
 
-_Atomic size_t huge_mapped, huge_purged;
+_Atomic size_t huge_purged;
+static _Atomic size_t active_bytes, cache_bytes;
 
 #define DESC_SLAB ((size_t)64 << 10)
-static spinlock_t desc_lock;
+static spinlock_t lock;   /* descriptors and cache */
 static huge_t *desc_free; /* recycled descriptors, linked by next */
 
-void huge_lock_all(void) { spin_lock(&desc_lock); }
-void huge_unlock_all(void) { spin_unlock(&desc_lock); }
+typedef struct {
+  char *base;       /* a chunk boundary */
+  size_t len;       /* page multiple */
+  uint64_t since;   /* when it was freed (coarse ms) */
+  uintptr_t map_id; /* the mmap it came from */
+} extent_t;
+static extent_t cache[HUGE_CACHE_MAX]; /* sorted by base */
+static unsigned ncache;
 
-static huge_t *desc_new(void) {
-  spin_lock(&desc_lock);
+void huge_lock_all(void) { spin_lock(&lock); }
+void huge_unlock_all(void) { spin_unlock(&lock); }
+size_t huge_cache_bytes(void) { return atomic_load_explicit(&cache_bytes, memory_order_relaxed); }
+size_t huge_active_bytes(void) { return atomic_load_explicit(&active_bytes, memory_order_relaxed); }
+
+static void huge_count(_Atomic size_t *c, ptrdiff_t d) { atomic_fetch_add_explicit(c, (size_t)d, memory_order_relaxed); }
+
+/* ------------------------------------------------------------ descriptors (lock held) */
+
+static huge_t *desc_new_locked(void) {
   if (!desc_free) {
     huge_t *slab = os_map(DESC_SLAB);
     for (size_t i = 0; slab && i < DESC_SLAB / sizeof(huge_t); i++) {
@@ -26,87 +41,277 @@ static huge_t *desc_new(void) {
   }
   huge_t *h = desc_free;
   if (h) desc_free = h->next;
-  spin_unlock(&desc_lock);
   return h;
 }
 
-static void desc_delete(huge_t *h) {
-  spin_lock(&desc_lock);
+static void desc_delete_locked(huge_t *h) {
   h->next = desc_free;
   desc_free = h;
-  spin_unlock(&desc_lock);
 }
 
-static bool map_bytes(size_t size, size_t *out) {
-  if (size > ((size_t)1 << 46)) return false;
-  *out = align_up(size, OS_PAGE);
-  return true;
+/* ------------------------------------------------------------ the cache (lock held) */
+
+static void cache_remove_at(unsigned i) {
+  huge_count(&cache_bytes, -(ptrdiff_t)cache[i].len);
+  for (; i + 1 < ncache; i++) cache[i] = cache[i + 1];
+  ncache--;
 }
+
+static size_t cache_unmap_at(unsigned i) {
+  size_t len = cache[i].len;
+  os_unmap(cache[i].base, len);
+  huge_count(&huge_purged, (ptrdiff_t)len);
+  cache_remove_at(i);
+  return len;
+}
+
+static unsigned cache_oldest(void) {
+  unsigned o = 0;
+  for (unsigned i = 1; i < ncache; i++)
+    if (cache[i].since < cache[o].since) o = i;
+  return o;
+}
+
+/* Adds [base, base+len) (base a chunk boundary), merged with cached neighbours
+ * of the same mapping. */
+static void cache_insert(char *base, size_t len, uintptr_t map_id, uint64_t now) {
+  unsigned i = 0;
+  while (i < ncache && cache[i].base < base) i++;
+  huge_count(&cache_bytes, (ptrdiff_t)len);
+  bool after_prev = i > 0 && cache[i - 1].map_id == map_id && cache[i - 1].base + cache[i - 1].len == base;
+  bool before_next = i < ncache && cache[i].map_id == map_id && base + len == cache[i].base;
+  if (after_prev) {
+    cache[i - 1].len += len;
+    cache[i - 1].since = now;
+    if (before_next) {
+      cache[i - 1].len += cache[i].len;
+      huge_count(&cache_bytes, (ptrdiff_t)cache[i].len); /* cache_remove_at takes it off again */
+      cache_remove_at(i);
+    }
+    return;
+  }
+  if (before_next) {
+    cache[i].base = base;
+    cache[i].len += len;
+    cache[i].since = now;
+    return;
+  }
+  if (ncache == HUGE_CACHE_MAX) {
+    unsigned o = cache_oldest();
+    cache_unmap_at(o);
+    if (o < i) i--;
+  }
+  for (unsigned k = ncache; k > i; k--) cache[k] = cache[k - 1];
+  cache[i] = (extent_t){.base = base, .len = len, .since = now, .map_id = map_id};
+  ncache++;
+}
+
+/* Takes the first `take` bytes of extent i (take a chunk multiple when the rest stays). */
+static char *cache_take(unsigned i, size_t take) {
+  char *base = cache[i].base;
+  if (take >= cache[i].len) {
+    cache_remove_at(i);
+  } else {
+    cache[i].base += take;
+    cache[i].len -= take;
+    huge_count(&cache_bytes, -(ptrdiff_t)take);
+  }
+  return base;
+}
+
+/* The cached extent that serves need bytes at align with the least waste:
+ * one no more than a quarter larger, taken whole; else a bigger one split on a
+ * region boundary (the rest stays cached); else a somewhat bigger one, taken
+ * whole with its unused tail purged. *span: what the block takes. */
+static int cache_fit(size_t need, size_t align, size_t *span, bool *purge) {
+  int whole = -1, split = -1, other = -1;
+  size_t region = align_up(need, CHUNK_SIZE);
+  for (unsigned i = 0; i < ncache; i++) {
+    size_t len = cache[i].len;
+    if (len < need || (uintptr_t)cache[i].base % align) continue;
+    if (len <= need + need / 4) {
+      if (whole < 0 || len < cache[whole].len) whole = (int)i;
+    } else if (len >= region + CHUNK_SIZE) {
+      if (split < 0 || len < cache[split].len) split = (int)i;
+    } else if (other < 0 || len < cache[other].len) {
+      other = (int)i;
+    }
+  }
+  *purge = false;
+  if (whole >= 0) return *span = cache[whole].len, whole;
+  if (split >= 0) return *span = region, split;
+  if (other >= 0) *span = cache[other].len, *purge = true;
+  return other;
+}
+
+size_t huge_cache_decay(uint64_t cutoff) {
+  size_t bytes = 0;
+  spin_lock(&lock);
+  for (unsigned i = 0; i < ncache;)
+    if (cache[i].since <= cutoff)
+      bytes += cache_unmap_at(i);
+    else
+      i++;
+  spin_unlock(&lock);
+  return bytes;
+}
+
+size_t huge_cache_trim(size_t need) {
+  size_t bytes = 0;
+  spin_lock(&lock);
+  while (bytes < need && ncache) bytes += cache_unmap_at(cache_oldest());
+  spin_unlock(&lock);
+  return bytes;
+}
+
+/* ------------------------------------------------------------ blocks */
 
 static void *tagged(huge_t *h) { return (char *)h + HUGE_TAG; }
 
-huge_t *huge_new(size_t size, size_t align) {
-  size_t map_align = align > CHUNK_SIZE ? align : CHUNK_SIZE;
-  size_t len;
-  if (!map_bytes(size ? size : 1, &len)) return NULL;
-  huge_t *h = desc_new();
+static bool page_bytes(size_t size, size_t *out) {
+  if (size > ((size_t)1 << 46)) return false;
+  *out = align_up(size ? size : 1, OS_PAGE);
+  return true;
+}
+
+/* A purge of the part of a span beyond the usable size, when it is worth it. */
+static void purge_slack(char *user, size_t size, size_t span) {
+  size_t from = align_up(size, UNIT_SIZE);
+  if (span > from + UNIT_SIZE) os_purge(user + from, span - from, false);
+}
+
+huge_t *huge_new(size_t size, size_t align, bool *reused) {
+  size_t need, span = 0;
+  if (align < CHUNK_SIZE) align = CHUNK_SIZE;
+  if (!page_bytes(size, &need)) return NULL;
+  spin_lock(&lock);
+  huge_t *h = desc_new_locked();
+  char *base = NULL;
+  uintptr_t map_id = 0;
+  bool purge = false;
+  int i = h ? cache_fit(need, align, &span, &purge) : -1;
+  if (i >= 0) {
+    map_id = cache[i].map_id;
+    base = cache_take((unsigned)i, span);
+    if (purge) purge_slack(base, need, span);
+  }
+  spin_unlock(&lock);
   if (!h) return NULL;
-  char *base = os_map_aligned(len, map_align);
+  *reused = base != NULL;
   if (!base) {
-    desc_delete(h);
+    span = need;
+    base = os_map_aligned(span, align);
+    map_id = (uintptr_t)base;
+  }
+  if (base) { /* filled before the registry publishes it (a release store) */
+    relaxed_store(h->user, base);
+    relaxed_store(h->size, need);
+    h->span = span;
+    h->align = align;
+    h->map_id = map_id;
+    h->arena = NULL;
+    h->next = h->prev = NULL;
+  }
+  if (!base || !registry_set(base, tagged(h))) {
+    spin_lock(&lock);
+    if (base) cache_insert(base, span, map_id, 0); /* decays at the next pass */
+    desc_delete_locked(h);
+    spin_unlock(&lock);
     return NULL;
   }
-  relaxed_store(h->user, base);
-  h->map_size = len;
-  h->map_align = map_align;
-  h->arena = NULL;
-  h->next = h->prev = NULL;
-  if (!registry_set(base, tagged(h))) {
-    os_unmap(base, len);
-    desc_delete(h);
-    return NULL;
-  }
-  atomic_fetch_add_explicit(&huge_mapped, len, memory_order_relaxed);
+  huge_count(&active_bytes, (ptrdiff_t)span);
   return h;
 }
 
-void huge_delete(huge_t *h) {
-  size_t len = h->map_size;
-  registry_clear(h->user); /* before the range can be mapped again by anyone */
-  atomic_fetch_sub_explicit(&huge_mapped, len, memory_order_relaxed);
-  atomic_fetch_add_explicit(&huge_purged, len, memory_order_relaxed);
-  os_unmap(h->user, len);
-  desc_delete(h);
+void huge_delete(huge_t *h, bool keep, uint64_t now) {
+  registry_clear(h->user); /* before the range can be reused by anyone */
+  huge_count(&active_bytes, -(ptrdiff_t)h->span);
+  spin_lock(&lock);
+  if (keep) {
+    cache_insert(h->user, h->span, h->map_id, now);
+  } else {
+    os_unmap(h->user, h->span);
+    huge_count(&huge_purged, (ptrdiff_t)h->span);
+  }
+  desc_delete_locked(h);
+  spin_unlock(&lock);
+}
+
+/* Growth into the cached extent right after the span (same mapping): no
+ * system call, and its pages are still resident. */
+static bool grow_into_cache(huge_t *h, size_t need) {
+  size_t region = align_up(need, CHUNK_SIZE);
+  bool done = false;
+  spin_lock(&lock);
+  for (unsigned i = 0; i < ncache && !done; i++) {
+    extent_t *e = &cache[i];
+    if (e->base != h->user + h->span || e->map_id != h->map_id || h->span + e->len < need) continue;
+    size_t take = h->span + e->len >= region + CHUNK_SIZE ? region - h->span : e->len;
+    cache_take(i, take);
+    huge_count(&active_bytes, (ptrdiff_t)take);
+    h->span += take;
+    done = true;
+  }
+  spin_unlock(&lock);
+  return done;
 }
 
 /* A move clears the old address's registry entry before mremap releases the
  * range: once released, another thread may map a block there and register it
  * at once, and a late clear would erase that block's entry. */
-static bool move(huge_t *h, size_t len) {
+static bool move(huge_t *h, size_t need) {
   char *old = h->user;
   registry_clear(old);
-  char *moved = os_move_aligned(old, h->map_size, len, h->map_align);
+  char *moved = os_move_aligned(old, h->span, need, h->align);
   if (!moved) {
     registry_set(old, tagged(h)); /* its leaf exists: cannot fail */
     return false;
   }
   relaxed_store(h->user, moved);
+  h->map_id = (uintptr_t)moved;
   if (!registry_set(moved, tagged(h))) ebb_fatal("realloc", "registry out of memory", moved);
   return true;
 }
 
-bool huge_resize(huge_t *h, size_t size) {
-  size_t len, old = h->map_size;
-  if (!map_bytes(size, &len)) return false;
-  if (len == old) return true;
-  if (len < old)
-    os_unmap(h->user + len, old - len);
-  else if (!os_resize_inplace(h->user, old, len) && !move(h, len))
-    return false;
-  h->map_size = len;
-  if (len > old)
-    atomic_fetch_add_explicit(&huge_mapped, len - old, memory_order_relaxed);
-  else
-    atomic_fetch_sub_explicit(&huge_mapped, old - len, memory_order_relaxed);
+static bool grow(huge_t *h, size_t need) {
+  if (grow_into_cache(h, need)) return true;
+  if (os_resize_inplace(h->user, h->span, need)) {
+    huge_count(&active_bytes, (ptrdiff_t)(need - h->span));
+    h->span = need;
+    return true;
+  }
+  size_t old = h->span;
+  if (!move(h, need)) return false;
+  huge_count(&active_bytes, (ptrdiff_t)(need - old));
+  h->span = need;
+  return true;
+}
+
+/* A shrink gives up whole regions past the new size (to the cache, or back to
+ * the kernel) and purges what is left beyond it. */
+static void shrink(huge_t *h, size_t need, bool keep, uint64_t now) {
+  size_t region = align_up(need, CHUNK_SIZE);
+  if (h->span >= region + CHUNK_SIZE) {
+    size_t tail = h->span - region;
+    h->span = region;
+    huge_count(&active_bytes, -(ptrdiff_t)tail);
+    spin_lock(&lock);
+    if (keep) {
+      cache_insert(h->user + region, tail, h->map_id, now);
+    } else {
+      os_unmap(h->user + region, tail);
+      huge_count(&huge_purged, (ptrdiff_t)tail);
+    }
+    spin_unlock(&lock);
+  }
+  purge_slack(h->user, need, h->span);
+}
+
+bool huge_resize(huge_t *h, size_t size, bool keep, uint64_t now) {
+  size_t need;
+  if (!page_bytes(size, &need)) return false;
+  if (need > h->span && !grow(h, need)) return false;
+  if (need < h->size) shrink(h, need, keep, now);
+  relaxed_store(h->size, need);
   return true;
 }

@@ -1,33 +1,56 @@
-/* huge.h — owns large blocks (above CLASS_MAX_SIZE, or aligned beyond a unit):
- * each is its own mapping, aligned to a chunk so that no other block starts in
- * its 4 MiB region, grown and shrunk in place or moved by mremap, never copied.
- * Its descriptor lives out of band, in slabs that are never unmapped, so a
- * reader that found it through the registry a moment before its block was
- * freed (a stale free, ebb_owns) reads a descriptor, never unmapped memory.
- * Layer: above registry, os. */
+/* huge.h — owns large blocks (above CLASS_MAX_SIZE, or aligned beyond a unit)
+ * and the cache of freed ones. A large block starts on a chunk boundary, so no
+ * other block starts in its 4 MiB region and the registry finds it; it owns a
+ * span of address space from there (its usable size plus at most the rest of a
+ * region). Blocks grow in place (into adjacent cached space, or by mremap) or
+ * are moved by mremap, never copied.
+ * Freed blocks stay resident as dirty memory in a small cache (jemalloc's
+ * retained extents, mimalloc's purge delay): a later large request of a similar
+ * size reuses one without a mapping and without page faults, a smaller one
+ * splits a bigger one on a region boundary, and a growing block takes the
+ * cached space right after it. Decay (EBB_DECAY_MS) and the cap (EBB_DIRTY_MAX)
+ * unmap them; with EBB_DECAY_MS=0 nothing is kept.
+ * Descriptors live out of band, in slabs that are never unmapped, so a reader
+ * that found one through the registry a moment before its block was freed (a
+ * stale free, ebb_owns) never reads unmapped memory.
+ * Layer: above registry, os. One lock, for large blocks only. */
 #ifndef EBB_HUGE_H
 #define EBB_HUGE_H
 #include "common.h"
 
 struct arena;
 typedef struct huge {
-  char *user;               /* the block, which is also its mapping's start (read by other threads) */
-  size_t map_size;          /* bytes mapped: the usable size */
-  size_t map_align;         /* alignment of the mapping */
+  char *user;               /* the block: the start of its span (read by other threads) */
+  size_t size;              /* usable bytes (page multiple) */
+  size_t span;              /* address space it owns from user (>= size, page multiple) */
+  size_t align;             /* alignment it was asked for (>= CHUNK_SIZE) */
+  uintptr_t map_id;         /* the mmap its span came from: spans of one mapping may merge */
   struct arena *arena;      /* first-class arena that must free it, or NULL */
   struct huge *next, *prev; /* that arena's list; the free descriptors' stack */
 } huge_t;
 
 #define HUGE_TAG ((uintptr_t)1) /* registry values of large blocks carry this bit */
+#define HUGE_CACHE_MAX 64       /* cached extents kept at most (the oldest goes) */
 
-EBB_INLINE size_t huge_usable(const huge_t *h) { return h->map_size; }
-huge_t *huge_new(size_t size, size_t align); /* NULL when out of memory */
-void huge_delete(huge_t *h);
-/* Resizes without copying; false (block unchanged) when the kernel refuses. */
-bool huge_resize(huge_t *h, size_t size);
-/* The descriptor slabs' lock, held across fork. */
+EBB_INLINE size_t huge_usable(const huge_t *h) { return relaxed_load(h->size); }
+/* A block of at least size bytes aligned to align, registered; NULL when out
+ * of memory. *reused: it came from the cache (its bytes are not zero). */
+huge_t *huge_new(size_t size, size_t align, bool *reused);
+/* Unregisters h; with keep its span stays resident in the cache, dirty since
+ * now, else it is unmapped. */
+void huge_delete(huge_t *h, bool keep, uint64_t now);
+/* Resizes without copying; false (block unchanged) when the kernel refuses. A
+ * tail given up goes to the cache (keep) or back to the kernel. */
+bool huge_resize(huge_t *h, size_t size, bool keep, uint64_t now);
+/* Unmaps cached extents freed at or before cutoff (UINT64_MAX: all). Bytes. */
+size_t huge_cache_decay(uint64_t cutoff);
+/* Unmaps cached extents, oldest first, until at least need bytes went. Bytes. */
+size_t huge_cache_trim(size_t need);
+size_t huge_cache_bytes(void); /* cached: mapped, resident, dirty */
+size_t huge_active_bytes(void); /* spans of live blocks */
+/* The lock of descriptors and cache, held across fork. */
 void huge_lock_all(void);
 void huge_unlock_all(void);
 
-extern _Atomic size_t huge_mapped, huge_purged;
+extern _Atomic size_t huge_purged; /* bytes unmapped, cumulative */
 #endif

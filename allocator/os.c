@@ -21,11 +21,11 @@
 os_counters_t os_counters;
 extern char **environ;
 
-#define count(c) atomic_fetch_add_explicit(&os_counters.c, 1, memory_order_relaxed)
+#define os_count(c) atomic_fetch_add_explicit(&os_counters.c, 1, memory_order_relaxed)
 
 void *os_map(size_t size) {
   int saved = errno;
-  count(mmap_calls);
+  os_count(mmap_calls);
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   errno = saved;
   return p == MAP_FAILED ? NULL : p;
@@ -33,7 +33,7 @@ void *os_map(size_t size) {
 
 void os_unmap(void *p, size_t size) {
   int saved = errno;
-  count(munmap_calls);
+  os_count(munmap_calls);
   munmap(p, size);
   errno = saved;
 }
@@ -52,7 +52,7 @@ void *os_map_aligned(size_t size, size_t align) {
 
 void os_purge(void *p, size_t size, bool use_free) {
   int saved = errno;
-  count(madvise_calls);
+  os_count(madvise_calls);
   if (!use_free || madvise(p, size, MADV_FREE) != 0) madvise(p, size, MADV_DONTNEED);
   errno = saved;
 }

@@ -11,11 +11,11 @@ EBB_EXPORT void ebb_stats(struct ebb_stats *out) {
   size_t mapped = 0, active = 0, dirty = 0, purged = 0, allocated = 0;
   uint64_t arenas = 0;
   arena_stats_sum(&mapped, &active, &dirty, &purged, &allocated, &arenas);
-  size_t huge = atomic_load_explicit(&huge_mapped, memory_order_relaxed);
+  size_t huge = huge_active_bytes(), cached = huge_cache_bytes();
   *out = (struct ebb_stats){
-      .mapped = mapped + huge,
+      .mapped = mapped + huge + cached,
       .active = active + huge,
-      .dirty = dirty,
+      .dirty = dirty + cached,
       .purged = purged + atomic_load_explicit(&huge_purged, memory_order_relaxed),
       .allocated = allocated + huge,
       .mmap_calls = atomic_load_explicit(&os_counters.mmap_calls, memory_order_relaxed),

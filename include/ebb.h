@@ -46,7 +46,14 @@ ebb_arena_t *ebb_arena_create(void);
 void *ebb_arena_malloc(ebb_arena_t *a, size_t size);
 void *ebb_arena_calloc(ebb_arena_t *a, size_t n, size_t size);
 void *ebb_arena_realloc(ebb_arena_t *a, void *p, size_t size);
-/* Frees every block of the arena and returns its memory to the kernel. */
+/* As aligned_alloc, from arena a: alignment a power of two, else NULL and EINVAL. */
+void *ebb_arena_aligned_alloc(ebb_arena_t *a, size_t alignment, size_t size);
+/* Frees every block of the arena; the arena stays, and so does its memory,
+ * resident for the next request until decay returns it (EBB_DECAY_MS). */
+void ebb_arena_reset(ebb_arena_t *a);
+/* Frees every block of the arena and the arena itself. Its memory stays
+ * resident until decay returns it, and the next ebb_arena_create (or a new
+ * thread) takes it first, so a create/work/destroy loop pays no page faults. */
 void ebb_arena_destroy(ebb_arena_t *a);
 
 /* Memory accounting, summed over all arenas. Byte counts are of memory the

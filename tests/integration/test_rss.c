@@ -121,9 +121,10 @@ Test(rss, cross_thread_frees_return_with_background_thread) {
 
 /* ---------------------------------------------------------------- 4. large blocks and ebb_trim */
 
-/* A freed 64 MiB block leaves RSS at once (large blocks are unmapped at free),
- * whatever the decay settings; 200 MiB of 64 KiB blocks freed, then one
- * ebb_trim(): no dirty memory is left and RSS drops by what was dirty. */
+/* A freed 64 MiB block stays resident for the decay time (cached for reuse),
+ * then leaves RSS while the program does a little allocating; 200 MiB of 64 KiB
+ * blocks freed, then one ebb_trim(): no dirty memory is left and RSS drops by
+ * what was dirty. */
 static void rss_large(const char *env) {
   rss_assert_exit0("large", rss_probe(env, "large"));
   cr_assert_geq(rss_field("big_growth_mib"), 60, "malloc(64 MiB) + memset raised RSS by only %.1f MiB",

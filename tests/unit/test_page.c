@@ -9,7 +9,7 @@ static page_t *new_page(size_t size) {
   sizeclass_init();
   page_key = 0x1234567;
   unsigned cls = size_class(size);
-  chunk_t *c = chunk_new(NULL, false);
+  chunk_t *c = chunk_new(NULL, false, 0);
   cr_assert_not_null(c);
   page_t *pg = chunk_take_span(c, class_info[cls].units, false);
   cr_assert_not_null(pg);
