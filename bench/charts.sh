@@ -3,7 +3,9 @@
 #   rss-floor-<case>.png, rss-prover-<case>.png   RSS over time, one line per allocator
 #                                                  (the first run of each cell)
 #   bars-churn-us.png, bars-churn-faults.png,     medians per case with min–max error bars
-#   bars-larson-mops.png
+#   bars-larson-mops.png, bars-bigbuf-us.png,
+#   bars-bigbuf-faults.png (log scale), bars-reqarena-us.png,
+#   bars-reqarena-faults.png
 # Usage: charts.sh RESULTS_DIR "allocator list"
 set -u -o pipefail
 OUT=$1
@@ -53,9 +55,10 @@ rss_chart() {
     echo "plot $plot"; } | gnuplot
 }
 
-# Medians of workload $1 metric $2 per case (x) and allocator (bars), with min–max.
+# Medians of workload $1 metric $2 per case (x) and allocator (bars), with min–max;
+# $6 = log for a logarithmic y axis (values of 0 are then left out).
 bars_chart() {
-  local wl=$1 metric=$2 ylabel=$3 name=$4 title=$5 dat plot="" i=0 a
+  local wl=$1 metric=$2 ylabel=$3 name=$4 title=$5 scale=${6:-linear} dat plot="" i=0 a ymin=0
   dat=$OUT/charts/.bars-$wl-$metric.dat
   awk -F, -v wl="$wl" -v m="$metric" -v allocs="$ALLOCS" '
     BEGIN { n = split(allocs, A, " ") }
@@ -65,6 +68,13 @@ bars_chart() {
             for (i = 1; i <= n; i++) s = s " " ((cases[c], A[i]) in v ? v[cases[c], A[i]] : "NaN NaN NaN")
             print s } }' "$OUT/medians.csv" >"$dat"
   [ -s "$dat" ] || { rm -f "$dat"; return 0; }
+  # A log axis starts at the power of ten below the smallest value above 0, and
+  # needs one (gnuplot fails on "all points undefined").
+  if [ "$scale" = log ]; then
+    ymin=$(awk '{ for (i = 2; i <= NF; i++) if ($i != "NaN" && $i + 0 > 0 && (m == "" || $i + 0 < m)) m = $i + 0 }
+                END { if (m == "") exit 1; for (p = 1; p >= m; p /= 10); while (p * 10 < m) p *= 10; print p }' "$dat") ||
+      { rm -f "$dat"; return 0; }
+  fi
   for a in $ALLOCS; do
     plot="$plot${plot:+, }'$dat' using $((2 + 3 * i)):$((3 + 3 * i)):$((4 + 3 * i))$([ $i = 0 ] && echo ':xtic(1)') $(style "$a" | sed 's/ dt [0-9]//') title '$a'"
     i=$((i + 1))
@@ -72,7 +82,8 @@ bars_chart() {
   { common_settings
     echo "set output '$OUT/charts/$name.png'"
     echo "set title '$title'"
-    echo "set ylabel '$ylabel'; set yrange [0:*]"
+    if [ "$scale" = log ]; then echo "set ylabel '$ylabel (log scale, 0 not drawn)'; set logscale y; set yrange [$ymin:*]"
+    else echo "set ylabel '$ylabel'; set yrange [0:*]"; fi
     echo "set style data histograms; set style histogram errorbars gap 2 lw 1"
     echo "set style fill solid 0.85 border -1; set boxwidth 0.9"
     echo "set key outside right top"
@@ -87,4 +98,8 @@ rss_chart prover idle500 "Prover scratch, 500 ms idle between rounds: RSS over t
 bars_chart churn us_per_cycle "µs per cycle (median)" bars-churn-us "Instance churn: time per request by gap between requests (lower is better)"
 bars_chart churn faults_per_cycle "page faults per cycle" bars-churn-faults "Instance churn: minor faults per request by gap between requests (lower is better)"
 bars_chart larson mops_per_s "million malloc/free pairs per s" bars-larson-mops "Larson server simulation by thread count (higher is better)"
+bars_chart bigbuf us_per_op "µs per operation" bars-bigbuf-us "Big-buffer churn: time per free + malloc + page writes, by base size (lower is better)" log
+bars_chart bigbuf faults_per_op "page faults per operation" bars-bigbuf-faults "Big-buffer churn: minor faults per operation, by base size (lower is better)" log
+bars_chart reqarena us_per_req "µs per request" bars-reqarena-us "Per-request arenas: time per request (lower is better)"
+bars_chart reqarena faults_per_req "page faults per request" bars-reqarena-faults "Per-request arenas: minor faults per request (lower is better)"
 exit 0

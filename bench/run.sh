@@ -6,15 +6,15 @@
 # Usage: run.sh [--mode full|quick|smoke] [--workloads "churn floor ..."]
 #               [--allocators "glibc ebb ..."] [--runs N] [--floor-runs N]
 #               [--callgrind 0|1] [--out DIR]
-#   full   the standard set, ~10 minutes on 2 cores (make bench)
-#   quick  a reduced set, ~1 minute (make bench-quick)
+#   full   the standard set, ~12 minutes on 2 cores (make bench)
+#   quick  a reduced set, ~1.5 minutes (make bench-quick)
 #   smoke  every program once with tiny parameters under ebb only, < 30 s; exits
 #          non-zero if any program fails or is not served by the allocator asked for
 #          (make test)
 # Workloads: churn render floor prover growth larson loop (loop includes the
-# callgrind instruction count). Allocators: glibc glibc-notrim glibc-mmap8m jemalloc
-# jemalloc-bg mimalloc tcmalloc ebb ebb-bg. One that is not installed is skipped with
-# a message.
+# callgrind instruction count) bigbuf reqarena vecgrow. Allocators: glibc glibc-notrim
+# glibc-mmap8m jemalloc jemalloc-bg mimalloc tcmalloc ebb ebb-bg. One that is not
+# installed is skipped with a message.
 #
 # Method: every cell (workload, case, allocator) runs --runs times (default 5); the
 # outer loop is the repetition, and the allocator order rotates each repetition, so
@@ -29,7 +29,7 @@ BIN=$HERE/build
 EBB_LIB=$HERE/../build/libebb.so
 
 MODE=full
-WORKLOADS="churn render floor prover growth larson loop"
+WORKLOADS="churn render floor prover growth larson loop bigbuf reqarena vecgrow"
 ALLOCATORS="glibc glibc-notrim glibc-mmap8m jemalloc jemalloc-bg mimalloc tcmalloc ebb ebb-bg"
 RUNS=""
 FLOOR_RUNS=""
@@ -149,7 +149,26 @@ cases() {
     full:loop) printf '%s\n' "small|--iters 2000000" "callgrind|100000 300000" ;;
     quick:loop) printf '%s\n' "small|--iters 1000000" "callgrind|50000 150000" ;;
     smoke:loop) printf '%s\n' "small|--iters 10000" "callgrind|2000 4000" ;;
-    *) die "unknown workload '$1' (churn render floor prover growth larson loop)" ;;
+    # Big-buffer churn: ops sized so the slowest allocator takes 1–2 s per case (a
+    # fault per 4 KiB page costs ~1.4 ms per op at 3 MiB, ~3.5 at 8, 8–16 at 20; glibc
+    # default takes 0.1–0.25 ms per op at 1.5 MiB).
+    full:bigbuf) printf '%s\n' "1.5M|--size-kb 1536 --ops 8000 --warmup 40" "3M|--size-kb 3072 --ops 1500 --warmup 40" \
+                   "8M|--size-kb 8192 --ops 300 --warmup 20" "20M|--size-kb 20480 --ops 80 --warmup 16" ;;
+    quick:bigbuf) printf '%s\n' "3M|--size-kb 3072 --ops 300 --warmup 20" "20M|--size-kb 20480 --ops 30 --warmup 12" ;;
+    smoke:bigbuf) echo "3M|--size-kb 3072 --ops 20 --warmup 8" ;;
+    # Per-request arenas: 300 unmeasured warm-up requests (the program's default) in
+    # full and quick mode. Without an arena API the arena cases print a note and no result.
+    full:reqarena) printf '%s\n' "malloc|--arena 0 --requests 300" "arena-destroy|--arena 1 --requests 300" \
+                     "arena-reset|--arena 2 --requests 300" ;;
+    quick:reqarena) printf '%s\n' "malloc|--arena 0 --requests 100" "arena-destroy|--arena 1 --requests 100" \
+                      "arena-reset|--arena 2 --requests 100" ;;
+    smoke:reqarena) printf '%s\n' "malloc|--arena 0 --requests 5 --warmup 5 --small 300" \
+                      "arena-destroy|--arena 1 --requests 5 --warmup 5 --small 300" \
+                      "arena-reset|--arena 2 --requests 5 --warmup 5 --small 300" ;;
+    full:vecgrow) echo "realloc|--cycles 8" ;;
+    quick:vecgrow) echo "realloc|--cycles 3" ;;
+    smoke:vecgrow) echo "realloc|--cycles 2 --max-mb 4" ;;
+    *) die "unknown workload '$1' (churn render floor prover growth larson loop bigbuf reqarena vecgrow)" ;;
   esac
 }
 
@@ -203,7 +222,10 @@ run_one() {
   NDONE=$((NDONE + 1))
   { echo "### $wl/$cs $alloc rep $rep rc=$rc"; cat "$tmp" "$tmp.err"; } >>"$OUT/raw.log"
   served=$(collect "$wl" "$cs" "$alloc" "$rep" "$tmp")
-  summary=$(awk '/^result / { s = $2; for (i = 3; i <= NF && length(s) + length($i) < 100; i++) s = s " " $i; print s; exit }' "$tmp")
+  # The first result line, or else the program's note (a case it skipped).
+  summary=$(awk '/^result / { s = $2; for (i = 3; i <= NF && length(s) + length($i) < 100; i++) s = s " " $i; print s; r = 1; exit }
+                 /^note: skipped/ && n == "" { n = $0 }
+                 END { if (!r && n != "") print n }' "$tmp")
   progress "$wl/$cs $alloc #$rep $summary ($(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }'))"
   check_run "$wl/$cs $alloc" "$rc" "$served" "$alloc" "$tmp.err"
 }

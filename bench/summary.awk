@@ -5,6 +5,11 @@
 # is not "other" than glibc, ebb-bg not other than ebb). Ratios are computed from
 # the medians of this run only. Plain POSIX awk (Debian's mawk).
 #
+# The workloads bigbuf, reqarena and vecgrow also get an overview table first: one
+# row per case and key metric (µs and faults), each cell the median and its ratio to
+# glibc's — for reqarena's arena cases to the same allocator's malloc case instead,
+# since glibc has no arenas.
+#
 # Variables: allocs (column order), mode, runs, floor_runs, wall, machine (a file
 # inserted as is), cmd.
 BEGIN {
@@ -12,7 +17,9 @@ BEGIN {
   nalloc = split(allocs, A, " ")
   split("churn:us_per_cycle churn:faults_per_cycle churn:rss_kb render:us_per_cycle floor:end_kb " \
         "prover:floor_kb prover:peak_kb prover:rounds_per_s growth:ms_per_cycle growth:faults_per_cycle " \
-        "larson:mops_per_s loop:ns_per_pair loop:ir_per_pair", H, " ")
+        "larson:mops_per_s loop:ns_per_pair loop:ir_per_pair bigbuf:us_per_op bigbuf:faults_per_op " \
+        "reqarena:us_per_req reqarena:faults_per_req vecgrow:us_per_cycle vecgrow:faults_per_cycle " \
+        "vecgrow:first_faults", H, " ")
   title["churn"] = "Instance churn (WebAssembly-runtime-like requests)"
   title["render"] = "Render churn (build and serialise a JSON-like tree)"
   title["floor"] = "RSS floor (256 MiB burst, 1 block in 512 kept, threads exit)"
@@ -20,6 +27,12 @@ BEGIN {
   title["growth"] = "Large growth (realloc by 1.5x from 1 KiB to 64 MiB)"
   title["larson"] = "Larson server simulation (cross-thread frees)"
   title["loop"] = "Single-thread alloc/free loop (8-512 B)"
+  title["bigbuf"] = "Big-buffer churn (4 slots, free one and malloc base + 0–24 KiB, a write per page)"
+  title["reqarena"] = "Per-request arenas (450 KiB context + 3000 blocks of 16–512 B per request)"
+  title["vecgrow"] = "Vector growth (realloc by 1.5x from 1 KiB to 64 MiB, repeated)"
+  # Workloads with an overview table, and the case their other cases are compared with.
+  overview_wl["bigbuf"] = 1; overview_wl["reqarena"] = 1; overview_wl["vecgrow"] = 1
+  ref_case["reqarena"] = "malloc"
 }
 NR == 1 { next }
 {
@@ -31,7 +44,7 @@ NR == 1 { next }
 }
 
 function higher_better(m) { return m == "mops_per_s" || m == "rounds_per_s" }
-function informational(m) { return m == "out_bytes" || m == "allocs_per_cycle" || m == "live_kb" || m == "fall_ms" || m == "exit_ms" }
+function informational(m) { return m == "out_bytes" || m == "allocs_per_cycle" || m == "live_kb" || m == "fall_ms" || m == "exit_ms" || m == "reset_emulated" }
 function family(a) { sub(/-.*/, "", a); return a }
 function label(m) {
   if (m ~ /_kb$/) { sub(/_kb$/, "", m); m = m " MiB" }
@@ -108,10 +121,44 @@ function headline(    h, i, j, wl, m, wc, s, a, best, v) {
   }
   print ""
 }
+# Overview of workload wl: a row per case and key metric, "median (ratio)" per allocator.
+function overview(wl,    i, j, n, k, wc, m, a, s, rc, rwc, r, note) {
+  rc = (wl in ref_case) ? ref_case[wl] : ""
+  note = "Median per allocator, in brackets × glibc's median"
+  if (rc != "") note = note " (" rc " case) or, for the times of the other cases, × the same allocator's " rc " case"
+  print note " (no bracket where there is nothing to compare with); – where the allocator has no such case.\n"
+  header_row("case | metric", 2)
+  for (i = 1; i <= nwc; i++) {
+    wc = wcs[i]; split(wc, k, SUBSEP)
+    if (k[1] != wl) continue
+    rwc = wl SUBSEP rc
+    for (j = 1; j <= nm[wc]; j++) {
+      m = metrics[wc, j]
+      if (m !~ /^(us_per|faults_per|first_faults)/) continue
+      s = "| " k[2] " | " label(m)
+      for (n = 1; n <= nalloc; n++) {
+        a = A[n]
+        if (!((wc, m, a) in med)) { s = s " | –"; continue }
+        if (rc != "" && k[2] != rc) {
+          # Times only: a fault count against the malloc case's near-0 one means nothing.
+          r = (m ~ /^us_/ && (rwc, m, a) in med) ? ratio(med[wc, m, a], med[rwc, m, a]) : "–"
+          if (r != "–") r = r " ×" rc
+        }
+        else r = ((wc, m, "glibc") in med) ? ratio(med[wc, m, a], med[wc, m, "glibc"]) : "–"
+        s = s " | " fmt(m, med[wc, m, a]) (r == "–" ? "" : " (" r ")")
+      }
+      print s " |"
+    }
+  }
+  print ""
+}
 function details(    i, j, wc, k, m, last) {
   for (i = 1; i <= nwc; i++) {
     wc = wcs[i]; split(wc, k, SUBSEP)
-    if (k[1] != last) { print "## " k[1] ": " (k[1] in title ? title[k[1]] : "") "\n"; last = k[1] }
+    if (k[1] != last) {
+      print "## " k[1] ": " (k[1] in title ? title[k[1]] : "") "\n"; last = k[1]
+      if (k[1] in overview_wl) overview(k[1])
+    }
     print "### " k[1] " / " k[2] "\n"
     header_row("metric", 1)
     row("served by", wc, "", "served")
