@@ -123,12 +123,17 @@ static char *cache_take(unsigned i, size_t take) {
  * one no more than a quarter larger, taken whole; else a bigger one split on a
  * region boundary (the rest stays cached); else a somewhat bigger one, taken
  * whole with its unused tail purged. *span: what the block takes. */
-static int cache_fit(size_t need, size_t align, size_t *span, bool *purge) {
+static int cache_fit(size_t need, size_t align, size_t *span, bool *purge, int *below) {
   int whole = -1, split = -1, other = -1;
+  *below = -1;
   size_t region = align_up(need, CHUNK_SIZE);
   for (unsigned i = 0; i < ncache; i++) {
     size_t len = cache[i].len;
-    if (len < need || (uintptr_t)cache[i].base % align) continue;
+    if ((uintptr_t)cache[i].base % align) continue;
+    if (len < need) { /* the largest a little too small, to grow in place */
+      if (len >= need - need / 8 && (*below < 0 || len > cache[*below].len)) *below = (int)i;
+      continue;
+    }
     if (len <= need + need / 4) {
       if (whole < 0 || len < cache[whole].len) whole = (int)i;
     } else if (len >= region + CHUNK_SIZE) {
@@ -189,17 +194,31 @@ huge_t *huge_new(size_t size, size_t align, bool *reused) {
   char *base = NULL;
   uintptr_t map_id = 0;
   bool purge = false;
-  int i = h ? cache_fit(need, align, &span, &purge) : -1;
+  int below = -1, i = h ? cache_fit(need, align, &span, &purge, &below) : -1;
+  size_t below_len = 0;
   if (i >= 0) {
     map_id = cache[i].map_id;
     base = cache_take((unsigned)i, span);
     if (purge) purge_slack(base, need, span);
+  } else if (below >= 0) {
+    map_id = cache[below].map_id;
+    below_len = cache[below].len;
+    base = cache_take((unsigned)below, below_len);
   }
   spin_unlock(&lock);
   if (!h) return NULL;
+  if (below_len) { /* a cached block a little too small: grown in place, only the growth faults */
+    span = align_up(need, UNIT_SIZE);
+    if (!os_resize_inplace(base, below_len, span)) {
+      spin_lock(&lock);
+      cache_insert(base, below_len, map_id, 0); /* decays at the next pass */
+      spin_unlock(&lock);
+      base = NULL;
+    }
+  }
   *reused = base != NULL;
-  if (!base) {
-    span = need;
+  if (!base) { /* the span is rounded up to a unit: sizes that differ a little share cached blocks */
+    span = align_up(need, UNIT_SIZE);
     base = os_map_aligned(span, align);
     map_id = (uintptr_t)base;
   }
