@@ -102,6 +102,7 @@ static void *huge_alloc_z(arena_t *first_class, size_t size, size_t align, bool 
   }
   if (!h) return fail_nomem();
   huge_link(first_class, h);
+  arena_note_peaks();
   track_malloc(h->user, huge_usable(h), !reused);
   if (zero && reused) memset(h->user, 0, size);
   return h->user;

@@ -13,8 +13,11 @@ page_t page_empty;
 
 static _Atomic(arena_t *) arenas_all;    /* every arena ever made */
 static atomic_size_t dirty_total;        /* sum of arenas' dirty bytes, for the cap */
+static atomic_size_t mapped_total;       /* sum of arenas' mapped bytes */
+static atomic_size_t peak_mapped, peak_active, peak_dirty; /* high-water marks, for ebb_stats */
 static atomic_size_t active_total;       /* sum of arenas' active bytes, for a % cap */
 static _Atomic uint64_t last_global;     /* when the global purge last ran */
+void arena_note_peaks(void);
 static atomic_size_t pool_purged;        /* bytes purged from pooled chunks, cumulative */
 
 /* ------------------------------------------------------------ page queues */
@@ -110,6 +113,28 @@ static void dirty_add(arena_t *a, ptrdiff_t d) {
   atomic_fetch_add_explicit(&dirty_total, (size_t)d, memory_order_relaxed);
 }
 
+static void note_max(atomic_size_t *peak, size_t v) {
+  size_t old = atomic_load_explicit(peak, memory_order_relaxed);
+  while (v > old && !atomic_compare_exchange_weak_explicit(peak, &old, v, memory_order_relaxed, memory_order_relaxed))
+    ;
+}
+
+/* Called on the slow paths that grow mapped, active or dirty memory. */
+void arena_note_peaks(void) {
+  size_t huge = huge_active_bytes(), cached = huge_cache_bytes();
+  note_max(&peak_mapped, atomic_load_explicit(&mapped_total, memory_order_relaxed) + chunk_pool_warm_bytes() +
+                             huge + cached);
+  note_max(&peak_active, atomic_load_explicit(&active_total, memory_order_relaxed) + huge);
+  note_max(&peak_dirty, atomic_load_explicit(&dirty_total, memory_order_relaxed) + chunk_pool_dirty() + cached);
+}
+
+void arena_peaks(size_t *mapped, size_t *active, size_t *dirty) {
+  arena_note_peaks();
+  *mapped = atomic_load_explicit(&peak_mapped, memory_order_relaxed);
+  *active = atomic_load_explicit(&peak_active, memory_order_relaxed);
+  *dirty = atomic_load_explicit(&peak_dirty, memory_order_relaxed);
+}
+
 /* Every byte the cap counts: arenas' free units, pooled chunks, cached large blocks. */
 static size_t dirty_all(void) {
   return atomic_load_explicit(&dirty_total, memory_order_relaxed) + chunk_pool_dirty() + huge_cache_bytes();
@@ -175,6 +200,7 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units) {
   if (a->chunks) a->chunks->prev = c;
   a->chunks = c;
   stat_add(&a->mapped, (ptrdiff_t)CHUNK_SIZE);
+  atomic_fetch_add_explicit(&mapped_total, CHUNK_SIZE, memory_order_relaxed);
   return chunk_take_span(c, units, false);
 }
 
@@ -185,6 +211,7 @@ static page_t *arena_page_new(arena_t *a, unsigned cls) {
   if (pg) {
     stat_add(&a->active, (ptrdiff_t)(units * UNIT_SIZE));
     atomic_fetch_add_explicit(&active_total, units * UNIT_SIZE, memory_order_relaxed);
+    arena_note_peaks();
   }
   spin_unlock(&a->lock);
   if (!pg) return NULL;
@@ -213,6 +240,7 @@ static void arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
   stat_add(&a->active, -(ptrdiff_t)span);
   atomic_fetch_sub_explicit(&active_total, span, memory_order_relaxed);
   dirty_add(a, (ptrdiff_t)span);
+  arena_note_peaks();
   if (opt.decay_ms == 0)
     purge_oldest_locked(a, SIZE_MAX);
   else if (dirty_all() > dirty_limit()) {
@@ -378,6 +406,7 @@ static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, boo
     if (c->next) c->next->prev = c->prev;
     chunk_retire(c);
     stat_add(&a->mapped, -(ptrdiff_t)CHUNK_SIZE);
+    atomic_fetch_sub_explicit(&mapped_total, CHUNK_SIZE, memory_order_relaxed);
   }
   dirty_add(a, -(ptrdiff_t)bytes);
   stat_add(&a->purged, (ptrdiff_t)bytes);
@@ -578,6 +607,7 @@ void arena_destroy(arena_t *a) {
   free_huge_locked(a, now);
   size_t active = atomic_load(&a->active), dirty = atomic_load(&a->dirty);
   atomic_fetch_sub(&active_total, active);
+  atomic_fetch_sub(&mapped_total, atomic_load(&a->mapped));
   dirty_add(a, -(ptrdiff_t)dirty);
   atomic_store(&a->mapped, 0);
   atomic_store(&a->active, 0);
@@ -630,6 +660,21 @@ void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purg
       for (unsigned i = 1; i < CHUNK_UNITS; i++)
         if (relaxed_load(c->pages[i].cls) < NCLASSES)
           *allocated += (size_t)relaxed_load(c->pages[i].used) * relaxed_load(c->pages[i].block_size);
+    spin_unlock(&a->lock);
+  }
+}
+
+void arena_class_stats(class_stat_t out[NCLASSES]) {
+  for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) {
+    spin_lock(&a->lock); /* the chunk list holds still while we read its descriptors */
+    for (chunk_t *c = a->chunks; c; c = c->next)
+      for (unsigned i = 1; i < CHUNK_UNITS; i++) {
+        unsigned cls = relaxed_load(c->pages[i].cls);
+        if (cls >= NCLASSES) continue;
+        out[cls].pages++;
+        out[cls].blocks += relaxed_load(c->pages[i].used);
+        out[cls].span_bytes += (uint64_t)c->pages[i].units * UNIT_SIZE;
+      }
     spin_unlock(&a->lock);
   }
 }

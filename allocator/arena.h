@@ -85,6 +85,16 @@ size_t arena_purge_all(bool force);
 void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purged, size_t *allocated,
                      uint64_t *count);
 bool arena_is_valid(arena_t *a);
+/* High-water marks of mapped, active and dirty bytes (all memory, not one
+ * arena's); arena_note_peaks records the current totals. */
+void arena_note_peaks(void);
+void arena_peaks(size_t *mapped, size_t *active, size_t *dirty);
+/* Per size class, over every arena: pages, live blocks (handed out, or
+ * freed by another thread and not yet collected), bytes of their spans. */
+typedef struct {
+  uint64_t pages, blocks, span_bytes;
+} class_stat_t;
+void arena_class_stats(class_stat_t out[NCLASSES]);
 /* Decay pass over one arena at time now; exclusive: the caller owns its pages. */
 size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigned pages);
 
