@@ -121,20 +121,23 @@ static void huge_free(huge_t *h) {
 
 /* ------------------------------------------------------------ malloc / free */
 
-static EBB_NOINLINE void *malloc_slow(arena_t *a, size_t size) {
+static EBB_NOINLINE void *malloc_slow(size_t size) {
   if (size > CLASS_MAX_SIZE) return size > MAX_REQUEST ? fail_nomem() : huge_alloc(NULL, size, MIN_ALIGN);
-  if (!a && !(a = thread_arena())) return fail_nomem();
+  arena_t *a = arena_tls;
+  if (a == &arena_none && !(a = thread_arena())) return fail_nomem();
   void *p = arena_malloc(a, size);
   return p ? p : fail_nomem();
 }
 
+/* The fast path: a size up to 1 KiB, its class from a table, the first block
+ * of the class's current page. A thread without an arena yet has arena_none,
+ * whose pages are all empty. */
 EBB_EXPORT void *ebb_malloc(size_t size) {
-  arena_t *a = arena_tls;
-  if (likely(a != NULL && size <= CLASS_MAX_SIZE)) {
-    void *p = arena_malloc(a, size);
+  if (likely(size <= 1024)) {
+    void *p = arena_pop(arena_tls, class_small[(size + 15) >> 4]);
     if (likely(p != NULL)) return p;
   }
-  return malloc_slow(a, size);
+  return malloc_slow(size);
 }
 
 /* Every check, in order: the slow path of free, and realloc's free. */
@@ -153,32 +156,30 @@ static EBB_NOINLINE void free_block(void *p, const char *func) {
 }
 
 /* The fast path: a live block of a page in a chunk. Freed by the owner, it goes
- * on the page's list unless the page needs the slow path (full or purged);
+ * on the page's list unless the page needs the slow path (full, purged or
+ * unused: then pg->fast_owner is NULL, which no thread's arena_tls is);
  * freed by another thread, onto the page's remote list (one CAS), unless the
  * page has purged granules (then free_block checks for a parked block first).
  * Anything else takes free_block, which checks everything again and names the
  * misuse. */
 EBB_EXPORT void ebb_free(void *p) {
-  if (unlikely(p == NULL)) return;
-  void *h = registry_get(p);
   chunk_t *c = chunk_of(p);
-  if (likely(h == c && h)) {
+  if (likely(registry_raw(p) == c)) { /* never for NULL: region 0 holds no chunk */
     page_t *pg = chunk_page_of(c, p);
     block_t *b = p;
     if (likely(page_is_block(pg, p) && !block_has_cookie(b))) {
-      arena_t *a = arena_tls, *owner = relaxed_load(c->arena);
-      if (likely(owner == a)) {
-        if (likely(!pg->slow_free)) {
-          arena_free_local(a, pg, b);
-          return;
-        }
-      } else if (relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES) {
+      arena_t *a = arena_tls;
+      if (likely(relaxed_load(pg->fast_owner) == a)) {
+        arena_free_fast(a, pg, b);
+        return;
+      }
+      if (relaxed_load(c->arena) != a && relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES) {
         arena_free_foreign(a, c, pg, b);
         return;
       }
     }
   }
-  free_block(p, "free");
+  if (p) free_block(p, "free");
 }
 
 EBB_EXPORT void ebb_free_sized(void *p, size_t size) {

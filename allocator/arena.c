@@ -8,8 +8,9 @@
 #include "os.h"
 #include "registry.h"
 
-__thread arena_t *arena_tls __attribute__((tls_model("initial-exec")));
 page_t page_empty;
+arena_t arena_none = {.direct = {[0 ... NCLASSES - 1] = &page_empty}};
+__thread arena_t *arena_tls __attribute__((tls_model("initial-exec"))) = &arena_none;
 
 static _Atomic(arena_t *) arenas_all;    /* every arena ever made */
 static atomic_size_t dirty_total;        /* sum of arenas' dirty bytes, for the cap */
@@ -58,7 +59,7 @@ static void queue_push_back(arena_t *a, page_t *pg) {
   q->last = pg;
 }
 
-static void page_update_slow_flag(page_t *pg) { pg->slow_free = pg->full || pg->purged; }
+static void page_update_slow_flag(page_t *pg) { page_set_slow(pg, pg->full || pg->purged); }
 
 /* Takes a page off its queue when nothing in it is free. The flag goes into
  * xfree with one CAS, so the remote thread that next frees into the page
@@ -72,7 +73,7 @@ static bool page_mark_full(arena_t *a, page_t *pg) {
     return page_refill(pg);
   queue_remove(a, pg);
   pg->full = 1;
-  pg->slow_free = 1;
+  page_set_slow(pg, true);
   return false;
 }
 
@@ -216,7 +217,7 @@ static page_t *arena_page_new(arena_t *a, unsigned cls) {
   spin_unlock(&a->lock);
   if (!pg) return NULL;
   chunk_t *c = chunk_of(pg);
-  page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT));
+  page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT), a);
   pg->touched = a->now;
   queue_push_front(a, pg);
   return pg;
@@ -281,6 +282,7 @@ void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
  * purge free units, never a live thread's pages). Reusing the still-resident
  * units costs a lock, not a page fault. */
 void arena_free_local_slow(arena_t *a, page_t *pg) {
+  if (unlikely(--a->tick < 0)) arena_tick(a);
   if (pg->full) page_unmark_full(a, pg);
   if (pg->used == 0 && (a->direct[pg->cls] != pg || pg->units > 1) && !pg->remote_pending)
     arena_page_retire(a, pg, 0);
@@ -308,7 +310,7 @@ void arena_free_remote(arena_t *owner, page_t *pg, block_t *b) {
   track_free(b);
   push_remote(owner, pg, b);
   arena_t *mine = arena_tls;
-  if (mine && unlikely(--mine->tick < 0)) arena_tick(mine);
+  if (mine != &arena_none && unlikely(--mine->tick < 0)) arena_tick(mine);
 }
 
 /* Sends this thread's cached blocks of class cls back to their pages. */
@@ -340,7 +342,7 @@ static void rcache_flush_all(arena_t *a) {
 void arena_free_foreign(arena_t *mine, chunk_t *c, page_t *pg, block_t *b) {
   unsigned cls = relaxed_load(pg->cls);
   uint32_t size = relaxed_load(pg->block_size);
-  if (!mine || relaxed_load(c->first_class) || size > RCACHE_BYTES / 2) {
+  if (mine == &arena_none || relaxed_load(c->first_class) || size > RCACHE_BYTES / 2) {
     arena_free_remote(relaxed_load(c->arena), pg, b);
     return;
   }
@@ -505,7 +507,7 @@ void arena_tick(arena_t *a) {
 
 size_t arena_purge_all(bool force) {
   uint64_t now = os_now_ms();
-  arena_t *self = arena_tls;
+  arena_t *self = arena_tls == &arena_none ? NULL : arena_tls;
   size_t bytes = self ? arena_decay(self, now, true, force, PASS_PAGES) : 0;
   return bytes + global_purge(now, self, force, PASS_PAGES);
 }

@@ -49,10 +49,13 @@ typedef struct arena {
   _Atomic size_t purged;          /* bytes returned to the kernel, cumulative */
 } arena_t;
 
+/* The calling thread's arena; arena_none (never NULL) until it has one, so the
+ * malloc fast path needs no test: every class of arena_none is empty. */
 extern __thread arena_t *arena_tls __attribute__((tls_model("initial-exec")));
+extern arena_t arena_none;
 extern page_t page_empty; /* direct[] points here while a class has no page */
 
-#define TICK_FREES 64              /* local frees between clock reads */
+#define TICK_FREES 16              /* slow-path events (refills, retirements, foreign frees) between clock reads */
 #define RCACHE_BYTES 16384         /* per class, the most another thread's freed blocks a thread keeps */
 #define GLOBAL_CHECK_MS 4          /* the global purge runs at most this often */
 #define PASS_PAGES 256             /* pages one bounded purge pass examines on a thread's own time */
@@ -98,21 +101,38 @@ void arena_class_stats(class_stat_t out[NCLASSES]);
 /* Decay pass over one arena at time now; exclusive: the caller owns its pages. */
 size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigned pages);
 
-EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
-  unsigned c = size_class(size);
+/* Pops the first free block of class c's current page, or NULL. The thread's
+ * cache of other threads' blocks is served by the slow path, once the page
+ * runs dry: the fast path tests one pointer. */
+EBB_INLINE void *arena_pop(arena_t *a, unsigned c) {
   page_t *pg = a->direct[c];
   block_t *b = pg->free;
-  if (likely(b != NULL && a->rcache[c] == NULL)) {
-    track_open(b, sizeof *b);
-    pg->free = b->next;
-    relaxed_store(b->cookie, 0);
-    relaxed_store(pg->used, pg->used + 1);
-    track_malloc(b, pg->block_size, false);
-    return b;
-  }
-  return arena_malloc_slow(a, c, size);
+  if (unlikely(b == NULL)) return NULL;
+  track_open(b, sizeof *b);
+  pg->free = b->next;
+  relaxed_store(b->cookie, 0);
+  relaxed_store(pg->used, pg->used + 1);
+  track_malloc(b, pg->block_size, false);
+  return b;
 }
 
+EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
+  unsigned c = size_class(size);
+  void *b = arena_pop(a, c);
+  return likely(b != NULL) ? b : arena_malloc_slow(a, c, size);
+}
+
+/* A free by the owner of a page that may take the fast path (pg->fast_owner == a). */
+EBB_INLINE void arena_free_fast(arena_t *a, page_t *pg, block_t *b) {
+  ebb_assert(pg->used > 0 && pg->cls < NCLASSES && !pg->slow_free);
+  track_free(b);
+  page_push_local(pg, b);
+  uint32_t used = pg->used - 1;
+  relaxed_store(pg->used, used);
+  if (unlikely(used == 0)) arena_free_local_slow(a, pg);
+}
+
+/* Any free by the owner (the slow path's). */
 EBB_INLINE void arena_free_local(arena_t *a, page_t *pg, block_t *b) {
   ebb_assert(pg->used > 0 && pg->cls < NCLASSES);
   track_free(b);
@@ -120,6 +140,5 @@ EBB_INLINE void arena_free_local(arena_t *a, page_t *pg, block_t *b) {
   uint32_t used = pg->used - 1;
   relaxed_store(pg->used, used);
   if (unlikely(used == 0 || pg->slow_free)) arena_free_local_slow(a, pg);
-  if (unlikely(--a->tick < 0)) arena_tick(a);
 }
 #endif

@@ -55,7 +55,7 @@ static void reset_units(chunk_t *c, uint64_t resident, uint64_t now) {
     relaxed_store(pg->magic, 0);
     relaxed_store(pg->head_back, 0);
     relaxed_store(pg->carved_end, 0);
-    pg->slow_free = 1;
+    page_set_slow(pg, true);
     if (resident >> i & 1) c->dirty_since[i] = now;
   }
   c->free_units = CHUNK_ALL_FREE;
@@ -168,13 +168,13 @@ page_t *chunk_take_span_at(chunk_t *c, page_t *pg, unsigned n) {
 
 /* The head keeps its geometry and the tail units keep pointing at it, so free()
  * can still tell a double free of any of its blocks from a wild pointer;
- * slow_free keeps the fast path away. */
+ * page_set_slow keeps the fast path away. */
 void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now) {
   unsigned first = (unsigned)(pg - c->pages), n = pg->units;
   uint64_t m = span_mask(first, n);
   for (unsigned k = 0; k < n; k++) {
     relaxed_store(c->pages[first + k].cls, (uint8_t)PAGE_UNUSED);
-    c->pages[first + k].slow_free = 1;
+    page_set_slow(&c->pages[first + k], true);
     c->dirty_since[first + k] = now;
   }
   c->free_units |= m;

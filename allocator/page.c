@@ -10,7 +10,7 @@ uint64_t page_key;
 
 /* The fields other threads read without a lock (a stale free or ebb_owns may
  * look at any descriptor) are stored as relaxed atomics. */
-void page_init(page_t *pg, unsigned cls, char *start) {
+void page_init(page_t *pg, unsigned cls, char *start, struct arena *owner) {
   const class_info_t *ci = &class_info[cls];
   pg->free = NULL;
   relaxed_store(pg->used, 0);
@@ -19,7 +19,9 @@ void page_init(page_t *pg, unsigned cls, char *start) {
   relaxed_store(pg->magic, ci->magic);
   relaxed_store(pg->start, start);
   relaxed_store(pg->cls, (uint8_t)cls);
-  pg->slow_free = pg->full = pg->remote_pending = 0;
+  pg->full = pg->remote_pending = 0;
+  pg->owner = owner;
+  page_set_slow(pg, false);
   pg->units = (uint8_t)ci->units;
   relaxed_store(pg->head_back, 0);
   pg->sub_shift = (uint8_t)ci->sub_shift;
@@ -84,7 +86,7 @@ static void page_unpark_one(page_t *pg) {
   if (last >= pg->carved) last = pg->carved - 1;
   for (uint32_t i = last + 1; i-- > first;)
     if (!(page_block_granules(pg, i) & pg->purged)) page_push_local(pg, block_at(pg, i));
-  if (!pg->purged && !pg->full) pg->slow_free = 0;
+  if (!pg->purged && !pg->full) page_set_slow(pg, false);
 }
 
 bool page_refill(page_t *pg) {
@@ -142,7 +144,7 @@ size_t page_purge_free(page_t *pg, bool use_free) {
   if (!cand) return 0;
   size_t bytes = purge_runs(pg, cand, use_free);
   relaxed_store(pg->purged, pg->purged | cand);
-  pg->slow_free = 1;
+  page_set_slow(pg, true);
   pg->free = NULL; /* rebuild, leaving out (parking) blocks in purged granules */
   for (uint32_t i = pg->carved; i-- > 0;)
     if ((bits[i / 64] >> (i % 64) & 1) && !(page_block_granules(pg, i) & pg->purged))

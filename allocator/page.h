@@ -40,7 +40,7 @@ typedef struct page {
   uint16_t head_back;     /* bytes back to the span's head descriptor (0 unless PAGE_TAIL) */
   uint16_t pad16;
   uint32_t pad32;
-  uint64_t pad64;
+  struct arena *fast_owner; /* the owner while its frees may take the fast path, else NULL (never a thread's arena) */
   /* line 1: the owner's */
   block_t *free;            /* owner's free list: the malloc fast path pops here */
   uint32_t used;            /* blocks handed out and not yet freed back to this list */
@@ -53,7 +53,7 @@ typedef struct page {
   uint8_t remote_pending;   /* sits on the arena's remote_pages stack */
   uint8_t settled;          /* its free granules were purged and `used` has not moved since */
   uint32_t pad1a;
-  uint64_t pad1;
+  struct arena *owner;      /* the arena whose pages these are */
   /* line 2: other threads' */
   _Atomic(uintptr_t) xfree; /* remote frees (a stack), low bit XFREE_FULL */
   struct page *remote_next; /* arena remote_pages stack */
@@ -77,6 +77,15 @@ EBB_INLINE bool block_has_cookie(const block_t *b) {
 }
 
 EBB_INLINE size_t page_span(const page_t *pg) { return (size_t)pg->units * UNIT_SIZE; }
+
+/* A local free may take the fast path (push, count) only while the page is
+ * neither full, purged nor unused: one field that every free compares with the
+ * freeing thread's arena says both "mine" and "nothing special" (mimalloc
+ * folds its thread id and page flags into one test the same way). */
+EBB_INLINE void page_set_slow(page_t *pg, bool slow) {
+  pg->slow_free = slow;
+  relaxed_store(pg->fast_owner, slow ? NULL : pg->owner);
+}
 
 /* Whether p is the start of a block of pg ever handed out: one multiply and two
  * compares, and false for any descriptor that serves no class (magic 0). */
@@ -108,7 +117,7 @@ EBB_INLINE void page_push_local(page_t *pg, block_t *b) {
   pg->free = b;
 }
 
-void page_init(page_t *pg, unsigned cls, char *start);
+void page_init(page_t *pg, unsigned cls, char *start, struct arena *owner);
 /* Moves remote frees into the owner's list. Returns how many. */
 uint32_t page_collect(page_t *pg);
 /* Makes free blocks available (collect, unpark, carve). False if the page is full. */

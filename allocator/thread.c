@@ -29,7 +29,7 @@ void spin_lock(spinlock_t *l) {
 
 static void thread_exit(void *arg) {
   arena_t *a = arg;
-  if (arena_tls == a) arena_tls = NULL;
+  if (arena_tls == a) arena_tls = &arena_none;
   arena_abandon(a);
 }
 
@@ -51,7 +51,7 @@ void thread_process_init(void) {
 }
 
 arena_t *thread_arena(void) {
-  if (arena_tls) return arena_tls;
+  if (arena_tls != &arena_none) return arena_tls;
   thread_process_init();
   arena_t *a = arena_claim(ARENA_ABANDONED, ARENA_OWNED);
   if (!a) a = arena_claim(ARENA_FREE, ARENA_OWNED);

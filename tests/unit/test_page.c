@@ -13,7 +13,7 @@ static page_t *new_page(size_t size) {
   cr_assert_not_null(c);
   page_t *pg = chunk_take_span(c, class_info[cls].units, false);
   cr_assert_not_null(pg);
-  page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT));
+  page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT), NULL);
   return pg;
 }
 
