@@ -167,10 +167,11 @@ EBB_EXPORT void ebb_free(void *p) {
   if (likely(registry_raw(p) == c)) { /* never for NULL: region 0 holds no chunk */
     page_t *pg = chunk_page_of(c, p);
     block_t *b = p;
-    if (likely(page_is_block(pg, p) && !block_has_cookie(b))) {
+    uint64_t cookie = page_cookie(b); /* loaded once: the stores below might alias page_key */
+    if (likely(page_is_block(pg, p) && !block_cookie_is(b, cookie))) {
       arena_t *a = arena_tls;
       if (likely(relaxed_load(pg->fast_owner) == a)) {
-        arena_free_fast(a, pg, b);
+        arena_free_fast(a, pg, b, cookie);
         return;
       }
       if (relaxed_load(c->arena) != a && relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES) {

@@ -122,11 +122,12 @@ EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
   return likely(b != NULL) ? b : arena_malloc_slow(a, c, size);
 }
 
-/* A free by the owner of a page that may take the fast path (pg->fast_owner == a). */
-EBB_INLINE void arena_free_fast(arena_t *a, page_t *pg, block_t *b) {
+/* A free by the owner of a page that may take the fast path (pg->fast_owner
+ * == a); cookie is page_cookie(b). */
+EBB_INLINE void arena_free_fast(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
   ebb_assert(pg->used > 0 && pg->cls < NCLASSES && !pg->slow_free);
   track_free(b);
-  page_push_local(pg, b);
+  page_push_cookie(pg, b, cookie);
   uint32_t used = pg->used - 1;
   relaxed_store(pg->used, used);
   if (unlikely(used == 0)) arena_free_local_slow(a, pg);

@@ -27,8 +27,9 @@ typedef struct chunk {
   uint64_t free_units;               /* bit i: unit i belongs to no page */
   uint64_t dirty_units;              /* bit i: unit i is free and may be resident */
   uint64_t dirty_since[CHUNK_UNITS]; /* coarse ms when a dirty unit became free */
-  page_t pages[CHUNK_UNITS];         /* descriptor of every unit (0: unused) */
+  page_t pages[CHUNK_UNITS] __attribute__((aligned(64))); /* descriptor of every unit (0: unused) */
 } chunk_t;
+_Static_assert(sizeof(chunk_t) <= UNIT_SIZE, "the header fits unit 0");
 
 #define CHUNK_ALL_FREE (~(uint64_t)1) /* unit 0 is the header */
 
@@ -37,7 +38,9 @@ EBB_INLINE chunk_t *chunk_of(const void *p) { return (chunk_t *)align_down((uint
  * that was part of a span still points at that span's head, whose geometry
  * stays until it is taken again, so a double free there is still named. */
 EBB_INLINE page_t *chunk_page_of(chunk_t *c, const void *p) {
-  page_t *pg = &c->pages[((uintptr_t)p - (uintptr_t)c) >> UNIT_SHIFT];
+  /* &c->pages[unit of p], with one shift and one mask (descriptors are 256 bytes) */
+  size_t off = ((uintptr_t)p >> (UNIT_SHIFT - 8)) & ((CHUNK_UNITS - 1) << 8);
+  page_t *pg = (page_t *)((char *)c + offsetof(chunk_t, pages) + off);
   return (page_t *)((char *)pg - relaxed_load(pg->head_back));
 }
 

@@ -20,8 +20,9 @@ typedef struct block {
 
 enum { PAGE_UNUSED = 0xff, PAGE_TAIL = 0xfe }; /* values of page.cls besides real classes */
 
-/* Three cache lines, by who writes them: what every free() reads and only slow
- * paths change; what the owner's fast paths write; what other threads write.
+/* Three cache lines, by who writes them (and a fourth of padding): what every
+ * free() reads and only slow paths change; what the owner's fast paths write;
+ * what other threads write.
  * A remote free then shares the first line read-only and never touches the
  * owner's hot line. */
 typedef struct page {
@@ -58,8 +59,9 @@ typedef struct page {
   _Atomic(uintptr_t) xfree; /* remote frees (a stack), low bit XFREE_FULL */
   struct page *remote_next; /* arena remote_pages stack */
   uint64_t pad2[6];
+  uint64_t pad3[8]; /* a fourth line, so a descriptor is found with a shift (256 bytes) */
 } page_t;
-_Static_assert(sizeof(page_t) == 192, "three cache lines");
+_Static_assert(sizeof(page_t) == 256, "four cache lines");
 _Static_assert(offsetof(page_t, free) == 64 && offsetof(page_t, xfree) == 128, "line layout");
 
 extern uint64_t page_key; /* per-process random key for cookies */
@@ -68,13 +70,14 @@ EBB_INLINE uint64_t page_cookie(const block_t *b) { return page_key ^ (uint64_t)
 /* Whether b carries the free cookie. b may be a live block whose bytes are
  * uninitialised, or a freed one: memcheck stays quiet for the read, is told the
  * copy we compare is defined, and the block's bytes keep their state. */
-EBB_INLINE bool block_has_cookie(const block_t *b) {
+EBB_INLINE bool block_cookie_is(const block_t *b, uint64_t cookie) {
   track_quiet_begin();
   uint64_t c = relaxed_load(b->cookie);
   track_quiet_end();
   track_open(&c, sizeof c);
-  return c == page_cookie(b);
+  return c == cookie;
 }
+EBB_INLINE bool block_has_cookie(const block_t *b) { return block_cookie_is(b, page_cookie(b)); }
 
 EBB_INLINE size_t page_span(const page_t *pg) { return (size_t)pg->units * UNIT_SIZE; }
 
@@ -109,13 +112,15 @@ EBB_INLINE uint64_t page_block_granules(const page_t *pg, uint32_t i) {
   return upto_b & ~(((uint64_t)1 << a) - 1);
 }
 
-EBB_INLINE void page_push_local(page_t *pg, block_t *b) {
+/* cookie: page_cookie(b), when the caller has it already. */
+EBB_INLINE void page_push_cookie(page_t *pg, block_t *b, uint64_t cookie) {
   track_open(b, sizeof *b);
   b->next = pg->free;
-  relaxed_store(b->cookie, page_cookie(b));
+  relaxed_store(b->cookie, cookie);
   track_close(b, sizeof *b);
   pg->free = b;
 }
+EBB_INLINE void page_push_local(page_t *pg, block_t *b) { page_push_cookie(pg, b, page_cookie(b)); }
 
 void page_init(page_t *pg, unsigned cls, char *start, struct arena *owner);
 /* Moves remote frees into the owner's list. Returns how many. */
