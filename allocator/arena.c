@@ -9,7 +9,7 @@
 #include "registry.h"
 
 page_t page_empty;
-arena_t arena_none = {.direct = {[0 ... NCLASSES - 1] = &page_empty}};
+arena_t arena_none = {.fast = {[0 ... NCLASSES - 1] = &page_empty}, .direct = {[0 ... NCLASSES - 1] = &page_empty}};
 __thread arena_t *arena_tls __attribute__((tls_model("initial-exec"))) = &arena_none;
 
 static _Atomic(arena_t *) arenas_all;    /* every arena ever made */
@@ -34,7 +34,7 @@ static void queue_remove(arena_t *a, page_t *pg) {
   else
     q->last = pg->prev;
   pg->next = pg->prev = NULL;
-  if (a->direct[pg->cls] == pg) a->direct[pg->cls] = &page_empty;
+  if (a->direct[pg->cls] == pg) arena_set_direct(a, pg->cls, &page_empty);
 }
 
 static void queue_push_front(arena_t *a, page_t *pg) {
@@ -224,7 +224,6 @@ static page_t *arena_page_new(arena_t *a, unsigned cls) {
 }
 
 static size_t purge_oldest_locked(arena_t *a, size_t need);
-static void *rcache_pop(arena_t *a, unsigned cls);
 
 /* An empty page goes back to its chunk, dirty since `since` (now, or for a page
  * found idle by a decay pass, when it was last allocated from); the cap on dirty
@@ -257,7 +256,12 @@ static bool page_usable(arena_t *a, page_t *pg) { return page_refill(pg) || page
 
 void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
   if (unlikely(--a->tick < 0)) arena_tick(a);
-  if (a->rcache[cls]) return rcache_pop(a, cls);
+  if (a->fast[cls] == &a->rc[cls]) { /* the remote-free cache ran dry: back to the page */
+    a->fast[cls] = a->direct[cls];
+    a->rcount[cls] = 0;
+    void *b = arena_pop(a, cls);
+    if (b) return b;
+  }
   page_t *pg = a->direct[cls];
   if (pg == &page_empty || !page_refill(pg)) {
     arena_drain_remote(a);
@@ -270,7 +274,7 @@ void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
     if (!pg && !(pg = arena_page_new(a, cls))) return NULL;
     if (!pg->free && !page_refill(pg)) return NULL;
     ebb_assert_expensive(page_is_valid(pg));
-    a->direct[cls] = pg;
+    arena_set_direct(a, cls, pg);
     pg->touched = a->now;
   }
   return arena_malloc(a, size);
@@ -315,9 +319,10 @@ void arena_free_remote(arena_t *owner, page_t *pg, block_t *b) {
 
 /* Sends this thread's cached blocks of class cls back to their pages. */
 static void rcache_flush(arena_t *a, unsigned cls) {
-  block_t *b = a->rcache[cls];
-  a->rcache[cls] = NULL;
+  block_t *b = a->rc[cls].free;
+  a->rc[cls].free = NULL;
   a->rcount[cls] = 0;
+  a->fast[cls] = a->direct[cls];
   while (b) {
     track_open(b, sizeof *b);
     block_t *next = b->next;
@@ -330,7 +335,7 @@ static void rcache_flush(arena_t *a, unsigned cls) {
 
 static void rcache_flush_all(arena_t *a) {
   for (unsigned c = 0; c < NCLASSES; c++)
-    if (a->rcache[c]) rcache_flush(a, c);
+    if (a->rc[c].free) rcache_flush(a, c);
 }
 
 /* Blocks that threads pass to each other (a server's requests, larson) are kept
@@ -347,23 +352,10 @@ void arena_free_foreign(arena_t *mine, chunk_t *c, page_t *pg, block_t *b) {
     return;
   }
   track_free(b);
-  track_open(b, sizeof *b);
-  b->next = mine->rcache[cls];
-  relaxed_store(b->cookie, page_cookie(b));
-  track_close(b, sizeof *b);
-  mine->rcache[cls] = b;
+  page_push_local(&mine->rc[cls], b);
+  mine->fast[cls] = &mine->rc[cls];
   if (unlikely(++mine->rcount[cls] * size > RCACHE_BYTES)) rcache_flush(mine, cls);
   if (unlikely(--mine->tick < 0)) arena_tick(mine);
-}
-
-static void *rcache_pop(arena_t *a, unsigned cls) {
-  block_t *b = a->rcache[cls];
-  track_open(b, sizeof *b);
-  a->rcache[cls] = b->next;
-  relaxed_store(b->cookie, 0);
-  a->rcount[cls]--;
-  track_malloc(b, class_info[cls].size, false);
-  return b;
 }
 
 /* ------------------------------------------------------------ decay */
@@ -521,10 +513,12 @@ void arena_purge_background(uint64_t now) {
 
 static void arena_reset(arena_t *a) {
   for (unsigned c = 0; c < NCLASSES; c++) {
-    a->direct[c] = &page_empty;
+    a->fast[c] = a->direct[c] = &page_empty;
     a->queues[c].first = a->queues[c].last = NULL;
     a->last_span[c] = NULL;
-    a->rcache[c] = NULL;
+    a->rc[c].free = NULL;
+    a->rc[c].cls = (uint8_t)c;
+    a->rc[c].block_size = class_info[c].size;
     a->rcount[c] = 0;
   }
   a->tick = TICK_FREES;
@@ -638,7 +632,7 @@ void arena_reset_blocks(arena_t *a) {
   dirty_add(a, (ptrdiff_t)resident - (ptrdiff_t)dirty_before);
   atomic_store(&a->remote_pages, NULL);
   for (unsigned c = 0; c < NCLASSES; c++) {
-    a->direct[c] = &page_empty;
+    a->fast[c] = a->direct[c] = &page_empty;
     a->queues[c].first = a->queues[c].last = NULL;
   }
   if (opt.decay_ms == 0) purge_oldest_locked(a, SIZE_MAX);

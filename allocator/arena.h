@@ -28,15 +28,15 @@ enum arena_state {
 
 struct huge;
 typedef struct arena {
-  page_t *direct[NCLASSES];       /* the page malloc pops from, per class */
+  page_t *fast[NCLASSES];         /* what malloc pops from, per class: rc[c] while it holds blocks, else direct[c] */
+  page_t *direct[NCLASSES];       /* the class's current page */
   int32_t tick;                   /* local frees until the next clock read */
   uint32_t scan_cls;              /* where the bounded purge pass resumes */
   uint64_t now;                   /* coarse clock (ms), refreshed on ticks */
   uint64_t last_decay;            /* when this arena last ran its decay pass */
   pqueue_t queues[NCLASSES];      /* pages with (possibly) free blocks, per class */
   page_t *last_span[NCLASSES];    /* where each class's last retired page was: taken again first */
-  block_t *rcache[NCLASSES];      /* other threads' blocks freed by this one, handed out here first */
-  uint16_t rcount[NCLASSES];      /* their number, per class */
+  uint16_t rcount[NCLASSES];      /* blocks put in rc[c] since it was last empty */
   _Atomic(page_t *) remote_pages; /* full pages that got a remote free */
   spinlock_t lock;                /* chunks' bitmaps, chunk list, huge list */
   chunk_t *chunks;                /* chunk list */
@@ -47,12 +47,22 @@ typedef struct arena {
   _Atomic size_t active;          /* bytes of spans in pages */
   _Atomic size_t dirty;           /* bytes of free units still resident */
   _Atomic size_t purged;          /* bytes returned to the kernel, cumulative */
+  /* The remote-free cache: other threads' blocks freed by this one, one list
+   * per class, handed out first. Each is a page descriptor used only for its
+   * free list (and block_size), so the malloc fast path pops from it as from
+   * any page: fast[c] points here while it holds blocks. */
+  page_t rc[NCLASSES];
 } arena_t;
 
 /* The calling thread's arena; arena_none (never NULL) until it has one, so the
  * malloc fast path needs no test: every class of arena_none is empty. */
 extern __thread arena_t *arena_tls __attribute__((tls_model("initial-exec")));
 extern arena_t arena_none;
+/* direct[c] = pg, and fast[c] too unless the remote-free cache has blocks. */
+EBB_INLINE void arena_set_direct(arena_t *a, unsigned c, page_t *pg) {
+  a->direct[c] = pg;
+  if (a->fast[c] != &a->rc[c]) a->fast[c] = pg;
+}
 extern page_t page_empty; /* direct[] points here while a class has no page */
 
 #define TICK_FREES 16              /* slow-path events (refills, retirements, foreign frees) between clock reads */
@@ -105,7 +115,7 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
  * cache of other threads' blocks is served by the slow path, once the page
  * runs dry: the fast path tests one pointer. */
 EBB_INLINE void *arena_pop(arena_t *a, unsigned c) {
-  page_t *pg = a->direct[c];
+  page_t *pg = a->fast[c];
   block_t *b = pg->free;
   if (unlikely(b == NULL)) return NULL;
   track_open(b, sizeof *b);
