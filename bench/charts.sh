@@ -1,16 +1,41 @@
 #!/usr/bin/env bash
 # charts.sh — PNG charts of a results folder with gnuplot (pngcairo; gnuplot-nox has it):
 #   rss-floor-<case>.png, rss-prover-<case>.png   RSS over time, one line per allocator
-#                                                  (the first run of each cell)
+#                                                  (the first run of each cell), for
+#                                                  every floor and prover case run
 #   bars-churn-us.png, bars-churn-faults.png,     medians per case with min–max error bars
 #   bars-larson-mops.png, bars-bigbuf-us.png,
 #   bars-bigbuf-faults.png (log scale), bars-reqarena-us.png,
 #   bars-reqarena-faults.png
 # Usage: charts.sh RESULTS_DIR "allocator list"
+# Titles: what the chart shows, then what the case did (cases.tsv, made by run.sh
+# from the arguments it ran), the runs behind each bar (medians.csv) and the machine
+# (machine.md): nothing in a title is fixed here.
 set -u -o pipefail
 OUT=$1
 ALLOCS=$2
 mkdir -p "$OUT/charts"
+
+# Column $2 of cases.tsv for workload $1 case $3 (3: runs, 4: args, 5: label).
+case_field() { awk -F'\t' -v wl="$1" -v cs="$3" -v f="$2" 'NR > 1 && $1 == wl && $2 == cs { print $f; exit }' "$OUT/cases.tsv" 2>/dev/null; }
+# "2-core AMD EPYC, run 2026-11-30 14:59", from machine.md and the folder's name.
+MACHINE=$(awk -F' *[|] *' '$2 == "CPU" { cpu = $3 } $2 == "cores" { split($3, c, " "); n = c[1] }
+  END { if (cpu != "") printf "%s%s", (n != "" ? n "-core " : ""), cpu }' "$OUT/machine.md" 2>/dev/null)
+STAMP=$(basename "$(cd "$OUT" && pwd -P)" | sed -n 's/^\([0-9]\{4\}\)\([0-9][0-9]\)\([0-9][0-9]\)-\([0-9][0-9]\)\([0-9][0-9]\).*/\1-\2-\3 \4:\5/p')
+FOOT="$MACHINE${STAMP:+${MACHINE:+, }run $STAMP}"
+# Words of $1 wrapped into lines of at most 110 characters, joined by a gnuplot "\n".
+wrap() { echo "$1" | fold -s -w 110 | sed 's/ *$//' | awk '{ printf "%s%s", (NR > 1 ? "\\n" : ""), $0 }'; }
+# A gnuplot double-quoted string of its arguments, one line each.
+gp_title() {
+  local s="" l
+  for l in "$@"; do [ -n "$l" ] && s="$s${s:+\\n}$(wrap "$l")"; done
+  printf '"%s"' "$(printf '%s' "$s" | sed 's/"/\\"/g')"
+}
+# "median of 3 runs" for workload $1 metric $2 from medians.csv (a range if cells differ).
+runs_of() {
+  awk -F, -v wl="$1" -v m="$2" '$1 == wl && $4 == m { if (lo == "" || $8 < lo) lo = $8; if ($8 > hi) hi = $8 }
+    END { if (lo == "") exit; r = (lo == hi ? lo : lo "–" hi); printf "median of %s run%s", r, (hi == 1 ? "" : "s") }' "$OUT/medians.csv"
+}
 
 # A fixed look per allocator, so every chart reads the same: families share a hue,
 # variants are lighter and dashed.
@@ -38,18 +63,20 @@ set tics nomirror
 GP
 }
 
-# RSS over time for workload $1 case $2, one line per allocator.
+# RSS over time for workload $1 case $2, one line per allocator; $3 starts the title.
 rss_chart() {
-  local wl=$1 cs=$2 title=$3 plot="" a f
+  local wl=$1 cs=$2 title=$3 plot="" a f runs
   for a in $ALLOCS; do
     f=$OUT/series/$wl-$cs-$a-r1.dat
     [ -s "$f" ] || continue
     plot="$plot${plot:+, }'$f' using 1:2 with lines lw $([ "${a%%-*}" = ebb ] && echo 2.5 || echo 1.5) $(style "$a") title '$a'"
   done
   [ -n "$plot" ] || return 0
+  runs=$(case_field "$wl" 3 "$cs")
   { common_settings
     echo "set output '$OUT/charts/rss-$wl-$cs.png'"
-    echo "set title '$title'"
+    echo "set title $(gp_title "$title ($wl/$cs): RSS over time" "$(case_field "$wl" 5 "$cs")" \
+      "first run of ${runs:-?} per allocator${FOOT:+; $FOOT}")"
     echo "set xlabel 'seconds'; set ylabel 'RSS (MiB)'; set yrange [0:*]"
     echo "set key outside right top"
     echo "plot $plot"; } | gnuplot
@@ -81,7 +108,7 @@ bars_chart() {
   done
   { common_settings
     echo "set output '$OUT/charts/$name.png'"
-    echo "set title '$title'"
+    echo "set title $(gp_title "$title" "$(runs_of "$wl" "$metric"), bars min–max${FOOT:+; $FOOT}")"
     if [ "$scale" = log ]; then echo "set ylabel '$ylabel (log scale, 0 not drawn)'; set logscale y; set yrange [$ymin:*]"
     else echo "set ylabel '$ylabel'; set yrange [0:*]"; fi
     echo "set style data histograms; set style histogram errorbars gap 2 lw 1"
@@ -91,10 +118,13 @@ bars_chart() {
   rm -f "$dat"
 }
 
-rss_chart floor idle "RSS floor, idle: 256 MiB of small objects freed cross-thread, 1 in 512 kept, threads exited"
-rss_chart floor active "RSS floor, light activity: as idle, plus 16 small malloc/free every 10 ms"
-rss_chart prover idle20 "Prover scratch, 20 ms idle between rounds: RSS over time"
-rss_chart prover idle500 "Prover scratch, 500 ms idle between rounds: RSS over time"
+# Every floor and prover case of the run (the chart is named after the case).
+for wl in floor prover; do
+  case $wl in floor) t="RSS floor" ;; prover) t="Prover scratch" ;; esac
+  while IFS= read -r cs; do
+    rss_chart "$wl" "$cs" "$t"
+  done < <(awk -F'\t' -v wl="$wl" 'NR > 1 && $1 == wl { print $2 }' "$OUT/cases.tsv" 2>/dev/null)
+done
 bars_chart churn us_per_cycle "µs per cycle (median)" bars-churn-us "Instance churn: time per request by gap between requests (lower is better)"
 bars_chart churn faults_per_cycle "page faults per cycle" bars-churn-faults "Instance churn: minor faults per request by gap between requests (lower is better)"
 bars_chart larson mops_per_s "million malloc/free pairs per s" bars-larson-mops "Larson server simulation by thread count (higher is better)"

@@ -1,12 +1,14 @@
 /* floor.c — RSS floor: how far memory falls back once a burst is over.
- * Two threads each build half of ~256 MiB of small objects (16–256 B); one object in
- * 512 stays alive, so live blocks sit above (and among) freed ones and no allocator
- * can just shrink a heap top. Each thread then frees the other thread's objects
- * (cross-thread frees), and both threads exit. The main thread samples RSS every
- * 100 ms for 15 s from the moment everything is built (t = 0, the peak: the frees
- * and the thread exits happen in the first few hundred ms), either idle or with light
- * allocation activity (16 small malloc/free pairs every 10 ms), since some
- * allocators only return memory when they are called.
+ * Two threads each build half of --mib MiB (default 256) of small objects
+ * (16–256 B); one object in --keep-every (default 512) stays alive, so live blocks
+ * sit above (and among) freed ones and no allocator can just shrink a heap top. Each
+ * thread then frees the other thread's objects (cross-thread frees), and both threads
+ * exit. The main thread samples RSS every --interval-ms (default 100 ms) for --ms
+ * (default 15000 ms) from the moment everything is built (t = 0, the peak: the frees
+ * and the thread exits happen in the first few hundred ms), either idle
+ * (--activity 0) or with light allocation activity (--activity 1: 16 small
+ * malloc/free pairs every 10 ms), since some allocators only return memory when they
+ * are called. run.sh's labels read these defaults from the bench_opt calls below.
  *
  * Reports: peak_kb (t = 0), exit_kb and exit_ms (RSS and time once both threads
  * are joined), end_kb (last sample), min_kb, live_kb (bytes still allocated: the

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # run.sh — runs the bench programs under each allocator (LD_PRELOAD), interleaved,
 # and writes results/<timestamp>/: results.csv, medians.csv, summary.md, machine.md,
+# cases.tsv (every case run: workload, case, runs, arguments, description),
+# timings.tsv (the wall time of every run, which later runs use for their ETA),
 # raw.log (every command and its full output), series/*.dat and charts/*.png.
 #
 # Usage: run.sh [--mode full|quick|smoke] [--workloads "churn floor ..."]
 #               [--allocators "glibc ebb ..."] [--runs N] [--floor-runs N]
 #               [--callgrind 0|1] [--out DIR]
-#   full   the standard set, ~12 minutes on 2 cores (make bench)
-#   quick  a reduced set, ~1.5 minutes (make bench-quick)
+#   full   the standard set, ~10 minutes on 2 cores (make bench)
+#   quick  a reduced set with shorter cases, 3 runs per cell, ~2 minutes (make bench-quick)
 #   smoke  every program once with tiny parameters under ebb only, < 30 s; exits
 #          non-zero if any program fails or is not served by the allocator asked for
 #          (make test)
@@ -16,12 +18,19 @@
 # glibc-mmap8m jemalloc jemalloc-bg mimalloc tcmalloc ebb ebb-bg. One that is not
 # installed is skipped with a message.
 #
-# Method: every cell (workload, case, allocator) runs --runs times (default 5); the
-# outer loop is the repetition, and the allocator order rotates each repetition, so
-# slow drift of a noisy machine spreads over all allocators. The floor workload
-# samples RSS for 15 s and dominates the wall time, so it runs --floor-runs times
-# (default 1): RSS after a fixed sequence of frees varies far less than timings do.
-# Callgrind counts are deterministic and run once.
+# Method: every cell (workload, case, allocator) runs --runs times (default 5; quick
+# 3); the outer loop is the repetition, and the allocator order rotates each
+# repetition, so slow drift of a noisy machine spreads over all allocators. The floor
+# workload samples RSS for 15 s and dominates the wall time, so it runs --floor-runs
+# times (default 1; quick 3 of 2 s): RSS after a fixed sequence of frees varies far
+# less than timings do. Callgrind counts are deterministic and run once.
+#
+# Output: a line before the start with the number of runs and the estimated time, a
+# progress line per run with the time so far and the ETA (estimated from the runs of
+# the same case done so far, else from earlier results folders' timings.tsv, else
+# from the case's arguments), and at the end the headline table of summary.md.
+# Every label (summary, charts) is made from the arguments, runs and allocators of
+# this run (cases.tsv) and the machine it ran on (machine.md).
 set -u -o pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -55,7 +64,7 @@ parse_args() {
   done
   case "$MODE" in
     full) : "${RUNS:=5}" "${FLOOR_RUNS:=1}" "${CALLGRIND:=1}" ;;
-    quick) : "${RUNS:=1}" "${FLOOR_RUNS:=1}" "${CALLGRIND:=0}" ;;
+    quick) : "${RUNS:=3}" "${FLOOR_RUNS:=3}" "${CALLGRIND:=0}" ;;
     smoke) : "${RUNS:=1}" "${FLOOR_RUNS:=1}" "${CALLGRIND:=1}" ;;
     *) die "--mode is full, quick or smoke" ;;
   esac
@@ -100,7 +109,9 @@ alloc_env() {
   esac
 }
 
-# Keeps the allocators that exist; says why for the others.
+# Keeps the allocators that exist; says why for the others. ENV_OF[a] is the
+# environment of allocator a, looked up once (ldconfig is slow enough to matter).
+declare -A ENV_OF
 select_allocators() {
   local a env kept=""
   for a in $ALLOCATORS; do
@@ -108,11 +119,12 @@ select_allocators() {
     case "$env" in
       "?") die "unknown allocator '$a'" ;;
       "-") echo "run.sh: skipping $a: its library is not installed (make bench installs it; for ebb: make all)" >&2 ;;
-      *) kept="$kept $a" ;;
+      *) kept="$kept $a"; ENV_OF[$a]=$env ;;
     esac
   done
   ALLOCATORS=${kept# }
   [ -n "$ALLOCATORS" ] || die "no allocator left to run"
+  NALLOC=$(echo "$ALLOCATORS" | wc -w)
 }
 
 # Allocator order for repetition $1: rotated by one each time.
@@ -135,7 +147,7 @@ cases() {
     quick:render) echo "tree|--cycles 20" ;;
     smoke:render) echo "tree|--cycles 2 --records 20" ;;
     full:floor) printf '%s\n' "idle|--activity 0 --mib 256 --ms 15000" "active|--activity 1 --mib 256 --ms 15000" ;;
-    quick:floor) echo "idle|--activity 0 --mib 64 --ms 3000" ;;
+    quick:floor) echo "idle|--activity 0 --mib 64 --ms 2000" ;;
     smoke:floor) echo "active|--activity 1 --mib 4 --ms 300" ;;
     full:prover) printf '%s\n' "idle20|--idle-ms 20 --rounds 10" "idle500|--idle-ms 500 --rounds 3" ;;
     quick:prover) echo "idle20|--idle-ms 20 --rounds 4" ;;
@@ -147,7 +159,7 @@ cases() {
     quick:larson) echo "t2|--threads 2 --ms 200" ;;
     smoke:larson) echo "t2|--threads 2 --ms 50" ;;
     full:loop) printf '%s\n' "small|--iters 2000000" "callgrind|100000 300000" ;;
-    quick:loop) printf '%s\n' "small|--iters 1000000" "callgrind|50000 150000" ;;
+    quick:loop) printf '%s\n' "small|--iters 3000000" "callgrind|50000 150000" ;;
     smoke:loop) printf '%s\n' "small|--iters 10000" "callgrind|2000 4000" ;;
     # Big-buffer churn: ops sized so the slowest allocator takes 1–2 s per case (a
     # fault per 4 KiB page costs ~1.4 ms per op at 3 MiB, ~3.5 at 8, 8–16 at 20; glibc
@@ -180,16 +192,168 @@ case_runs() {
   esac
 }
 
+# ------------------------------------------------------------------ labels
+
+# P[name] = the value program $1 uses for each of its options with arguments $2:
+# the defaults are read from the program's source (its bench_opt calls), so a
+# label can never disagree with what the program did.
+declare -A P
+load_params() {
+  local k v
+  P=()
+  while read -r k v; do P[$k]=$v; done < <(sed -n 's/.*bench_opt(argc, argv, "\([a-z-]*\)", \(-\{0,1\}[0-9]*\)).*/\1 \2/p' "$HERE/$1.c")
+  # shellcheck disable=SC2086  # the arguments are meant to split
+  set -- $2
+  while [ $# -ge 2 ]; do P[${1#--}]=$2; shift 2; done
+}
+
+fmt_ms() { # 2000 -> "2 s", 1500 -> "1.5 s", 20 -> "20 ms"
+  if [ "$1" -ge 1000 ] && [ $(($1 % 1000)) = 0 ]; then echo "$(($1 / 1000)) s"
+  elif [ "$1" -ge 1000 ]; then awk -v m="$1" 'BEGIN { printf "%.1f s", m / 1000 }'
+  else echo "$1 ms"; fi
+}
+pl() { [ "$1" = 1 ] && echo "$1 $2" || echo "$1 ${2}s"; } # 1 cycle, 2 cycles
+fmt_kib() { # 3072 -> "3 MiB", 1536 -> "1.5 MiB", 450 -> "450 KiB"
+  if [ "$1" -ge 1024 ]; then awk -v k="$1" 'BEGIN { printf "%g MiB", k / 1024 }'; else echo "$1 KiB"; fi
+}
+
+# One line saying what workload $1 case $2 does with arguments $3, every number
+# taken from those arguments (or the program's defaults).
+case_label() {
+  local wl=$1 cs=$2 args=$3
+  if [ "$wl:$cs" = loop:callgrind ]; then
+    # shellcheck disable=SC2086
+    set -- $args
+    echo "instructions per malloc/free pair: callgrind counts of loop with $1 and $2 pairs, (Ir($2) − Ir($1)) / $(($2 - $1))"
+    return
+  fi
+  load_params "$wl" "$args"
+  case $wl in
+    churn) echo "${P[gap-ms]} ms between requests, $(pl "${P[cycles]}" request) measured after ${P[warmup]} warm-up; each a ${P[ctx-kb]} KiB context + ${P[small]} blocks of 16–512 B + ${P[medium]} of 4–64 KiB" ;;
+    render) echo "a tree of ${P[records]} records × ${P[fields]} fields built, serialised and freed; $(pl "${P[cycles]}" cycle) measured after ${P[warmup]} warm-up" ;;
+    floor) echo "2 threads build $(fmt_kib "$((P[mib] * 1024))") of 16–256 B objects, keep 1 in ${P[keep-every]}, free the rest cross-thread and exit; RSS every ${P[interval-ms]} ms for $(fmt_ms "${P[ms]}")$([ "${P[activity]}" = 0 ] && echo ", idle" || echo ", with 16 malloc/free of 16–1024 B every 10 ms")" ;;
+    prover) echo "$(pl "${P[threads]}" thread) × ${P[mib]} MiB of 64 B–1 MiB scratch per round, $(pl "${P[rounds]}" round), $(fmt_ms "${P[idle-ms]}") idle after each" ;;
+    growth) echo "a buffer grown by realloc 1.5× at a time from $(fmt_kib "${P[start-kb]}") to ${P[max-mb]} MiB, then freed; $(pl "${P[cycles]}" cycle) measured after ${P[warmup]} warm-up" ;;
+    larson) echo "$(pl "${P[threads]}" thread), ${P[slots]} shared slots each, blocks of ${P[min]}–${P[max]} B, $(fmt_ms "${P[ms]}")" ;;
+    loop) echo "${P[iters]} malloc/free pairs of 8–512 B in a window of 256 slots" ;;
+    bigbuf) echo "4 slots; each op frees one and mallocs $(fmt_kib "${P[size-kb]}") + 0–${P[extra-kb]} KiB, a write per page; $(pl "${P[ops]}" op) measured after ${P[warmup]} warm-up" ;;
+    reqarena)
+      case ${P[arena]} in
+        0) printf 'malloc and free every block' ;;
+        1) printf 'an arena per request, destroyed after it' ;;
+        *) printf 'one arena, reset after each request' ;;
+      esac
+      echo "; $(pl "${P[requests]}" request) measured after ${P[warmup]} warm-up, each a ${P[ctx-kb]} KiB context + ${P[small]} blocks of 16–512 B" ;;
+    vecgrow) echo "a vector grown by realloc 1.5× at a time from $(fmt_kib "${P[start-kb]}") to ${P[max-mb]} MiB, then freed; $(pl "${P[cycles]}" cycle) (the first reported apart)" ;;
+    *) echo "$args" ;;
+  esac
+}
+
+# A first guess of the milliseconds one run of workload $1 case $2 (arguments $3)
+# takes, from its arguments, for the ETA until a run of it (or an earlier results
+# folder) says better.
+guess_ms() {
+  [ "$1:$2" = loop:callgrind ] && { echo 6000; return; }
+  load_params "$1" "$3"
+  local t=${P[ms]:-0} gap=${P[gap-ms]:-0} cycles=${P[cycles]:-0} idle=${P[idle-ms]:-0} rounds=${P[rounds]:-0}
+  case $1 in
+    floor) echo $((t + 300)) ;;
+    larson) echo $((t + 100)) ;;
+    churn) echo $((gap * cycles + 300)) ;;
+    prover) echo $((idle * rounds + 300)) ;;
+    *) echo 500 ;;
+  esac
+}
+
+# ------------------------------------------------------------------ the plan and its ETA
+
+# The cases of this run, in order: C_WL[i], C_CS[i], C_ARGS[i], C_RUNS[i] (cases with 0
+# runs, the callgrind pair when it is off, are left out), and for the ETA the runs
+# of each done so far, their milliseconds in all, and a guess for those not yet seen.
+C_WL=() C_CS=() C_ARGS=() C_RUNS=() C_DONE=() C_MS=() C_GUESS=()
+NTOTAL=0
+GUESS_FROM=""
+
+plan() {
+  local wl lines line cs n i
+  for wl in $WORKLOADS; do
+    lines=$(cases "$wl") || exit 2
+    while IFS= read -r line; do
+      cs=${line%%|*}
+      n=$(case_runs "$wl" "$cs")
+      [ "$n" -gt 0 ] || continue
+      i=${#C_WL[@]}
+      C_WL[i]=$wl C_CS[i]=$cs C_ARGS[i]=${line#*|} C_RUNS[i]=$n C_DONE[i]=0 C_MS[i]=0
+      NTOTAL=$((NTOTAL + n * NALLOC))
+    done <<<"$lines"
+  done
+  guess_times
+}
+
+# C_GUESS[i]: the mean time of the same program with the same arguments in the
+# newest earlier results folders (their timings.tsv), else guess_ms.
+guess_times() {
+  local i key ms hist=() d dirs=("$HERE"/results/*/)
+  declare -A seen=()
+  for ((i = ${#dirs[@]} - 1; i >= 0; i--)); do
+    d=${dirs[i]%/}
+    [ "$(basename "$d")" = latest ] && continue
+    [ -s "$d/timings.tsv" ] && [ "$(cd "$d" && pwd -P)" != "$(cd "$OUT" && pwd -P)" ] && hist+=("$d/timings.tsv")
+    [ ${#hist[@]} -ge 5 ] && break
+  done
+  if [ ${#hist[@]} -gt 0 ]; then
+    while IFS=$'\t' read -r key ms; do seen[$key]=$ms; done < <(
+      awk -F'\t' 'FNR > 1 { k = $1 "|" $3; s[k] += $5; n[k]++ } END { for (k in s) printf "%s\t%d\n", k, s[k] / n[k] }' "${hist[@]}")
+  fi
+  local known=0
+  for i in "${!C_WL[@]}"; do
+    key="${C_WL[i]}|${C_ARGS[i]}"
+    if [ -n "${seen[$key]:-}" ]; then C_GUESS[i]=${seen[$key]}; known=$((known + 1))
+    else C_GUESS[i]=$(guess_ms "${C_WL[i]}" "${C_CS[i]}" "${C_ARGS[i]}"); fi
+  done
+  if [ "$known" = "${#C_WL[@]}" ]; then GUESS_FROM="from the timings of earlier runs of these cases"
+  elif [ "$known" -gt 0 ]; then GUESS_FROM="$known of ${#C_WL[@]} cases from earlier runs' timings, the others guessed from their arguments"
+  else GUESS_FROM="guessed from the cases' arguments: no earlier run of them to learn from"; fi
+}
+
+# Milliseconds left: for each case, the runs left times the mean of its runs so far
+# (or its guess).
+eta_ms() {
+  local i left per total=0
+  for i in "${!C_WL[@]}"; do
+    left=$((C_RUNS[i] * NALLOC - C_DONE[i]))
+    [ "$left" -gt 0 ] || continue
+    if [ "${C_DONE[i]}" -gt 0 ]; then per=$((C_MS[i] / C_DONE[i])); else per=${C_GUESS[i]}; fi
+    total=$((total + left * per))
+  done
+  echo "$total"
+}
+
+fmt_eta() { # milliseconds -> "7 min", "40 s"
+  local s=$((($1 + 999) / 1000))
+  if [ "$s" -ge 90 ]; then echo "$(((s + 30) / 60)) min"; else echo "$s s"; fi
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
 # ------------------------------------------------------------------ running
 
 T_START=$(date +%s)
 NDONE=0
-NTOTAL=0
 FAILED=0
 
 progress() {
   local el=$(($(date +%s) - T_START))
-  printf '[%3d/%d %2d:%02d] %s\n' "$NDONE" "$NTOTAL" $((el / 60)) $((el % 60)) "$*" | tee -a "$OUT/progress.log"
+  printf '[%3d/%d %2d:%02d, ETA %s] %s\n' "$NDONE" "$NTOTAL" $((el / 60)) $((el % 60)) "$(fmt_eta "$(eta_ms)")" "$*" |
+    tee -a "$OUT/progress.log"
+}
+
+# Counts a finished run of case $1 that started at $2 (ms) under allocator $3.
+done_run() {
+  local i=$1 ms=$(($(now_ms) - $2))
+  NDONE=$((NDONE + 1))
+  C_DONE[i]=$((C_DONE[i] + 1)) C_MS[i]=$((C_MS[i] + ms))
+  printf '%s\t%s\t%s\t%s\t%d\n' "${C_WL[i]}" "${C_CS[i]}" "${C_ARGS[i]}" "$3" "$ms" >>"$OUT/timings.tsv"
 }
 
 # Turns one program's output ($5) into CSV rows and series files, and checks that
@@ -210,23 +374,23 @@ collect() {
 # The family an allocator name belongs to, which is what /proc/self/maps can tell.
 family() { echo "${1%%-*}"; }
 
-# Runs workload $1 case $2 (arguments $3) under allocator $4, repetition $5.
+# Runs case $1 under allocator $2, repetition $3.
 run_one() {
-  local wl=$1 cs=$2 args=$3 alloc=$4 rep=$5 tmp t0 rc served summary
+  local i=$1 alloc=$2 rep=$3 wl=${C_WL[$1]} cs=${C_CS[$1]} args=${C_ARGS[$1]} tmp t0 rc served summary
   tmp=$OUT/.out
-  t0=$(date +%s.%N)
+  t0=$(now_ms)
   # shellcheck disable=SC2046,SC2086  # the env words and the arguments are meant to split
-  env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND $(alloc_env "$alloc") \
+  env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND ${ENV_OF[$alloc]} \
     timeout -s KILL 300 "$BIN/$wl" $args >"$tmp" 2>"$tmp.err"
   rc=$?
-  NDONE=$((NDONE + 1))
   { echo "### $wl/$cs $alloc rep $rep rc=$rc"; cat "$tmp" "$tmp.err"; } >>"$OUT/raw.log"
   served=$(collect "$wl" "$cs" "$alloc" "$rep" "$tmp")
   # The first result line, or else the program's note (a case it skipped).
   summary=$(awk '/^result / { s = $2; for (i = 3; i <= NF && length(s) + length($i) < 100; i++) s = s " " $i; print s; r = 1; exit }
                  /^note: skipped/ && n == "" { n = $0 }
                  END { if (!r && n != "") print n }' "$tmp")
-  progress "$wl/$cs $alloc #$rep $summary ($(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f s", b - a }'))"
+  done_run "$i" "$t0" "$alloc"
+  progress "$wl/$cs $alloc #$rep $summary ($(awk -v ms=$(($(now_ms) - t0)) 'BEGIN { printf "%.1f s", ms / 1000 }'))"
   check_run "$wl/$cs $alloc" "$rc" "$served" "$alloc" "$tmp.err"
 }
 
@@ -243,20 +407,22 @@ check_run() {
   fi
 }
 
-# Instructions per malloc/free pair of loop under callgrind: the difference between
-# two iteration counts ($3, $4), so start-up and tear-down cancel out.
+# Instructions per malloc/free pair of loop under callgrind (case $1, allocator $2):
+# the difference between two iteration counts, so start-up and tear-down cancel out.
 run_callgrind() {
-  local alloc=$1 n1=$2 n2=$3 ir1="" ir2="" ir served rc=0 n
+  local i=$1 alloc=$2 n1 n2 ir1="" ir2="" ir served rc=0 n t0
+  read -r n1 n2 <<<"${C_ARGS[i]}"
+  t0=$(now_ms)
   for n in "$n1" "$n2"; do
-    # shellcheck disable=SC2046  # the env words are meant to split
-    env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND $(alloc_env "$alloc") \
+    # shellcheck disable=SC2086  # the env words are meant to split
+    env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND ${ENV_OF[$alloc]} \
       timeout -s KILL 300 valgrind --tool=callgrind --callgrind-out-file=/dev/null "$BIN/loop" --iters "$n" \
       >"$OUT/.out" 2>"$OUT/.out.err" || rc=$?
     { echo "### loop/callgrind $alloc iters $n rc=$rc"; cat "$OUT/.out" "$OUT/.out.err"; } >>"$OUT/raw.log"
     ir=$(awk '/Collected :/ { print $NF }' "$OUT/.out.err")
     if [ "$n" = "$n1" ]; then ir1=$ir; else ir2=$ir; fi
   done
-  NDONE=$((NDONE + 1))
+  done_run "$i" "$t0" "$alloc"
   served=$(awk '/^bench=/ { for (i = 1; i <= NF; i++) if ($i ~ /^served=/) print substr($i, 8) }' "$OUT/.out")
   if [ "$rc" = 0 ] && [ -n "$ir1" ] && [ -n "$ir2" ]; then
     local per
@@ -270,28 +436,16 @@ run_callgrind() {
   check_run "loop/callgrind $alloc" "$rc" "$served" "$alloc" "$OUT/.out.err"
 }
 
-count_runs() {
-  local wl line
-  for wl in $WORKLOADS; do
-    while IFS= read -r line; do
-      NTOTAL=$((NTOTAL + $(case_runs "$wl" "${line%%|*}") * $(echo "$ALLOCATORS" | wc -w)))
-    done < <(cases "$wl")
-  done
-}
-
 run_all() {
-  local rep wl line cs args alloc
-  for ((rep = 1; rep <= RUNS || rep <= FLOOR_RUNS; rep++)); do
-    for wl in $WORKLOADS; do
-      while IFS= read -r line; do
-        cs=${line%%|*} args=${line#*|}
-        [ "$rep" -le "$(case_runs "$wl" "$cs")" ] || continue
-        for alloc in $(rotated $((rep - 1))); do
-          # shellcheck disable=SC2086  # "N1 N2"
-          if [ "$cs" = callgrind ]; then run_callgrind "$alloc" $args
-          else run_one "$wl" "$cs" "$args" "$alloc" "$rep"; fi
-        done
-      done < <(cases "$wl")
+  local rep i alloc maxruns=0
+  for i in "${!C_WL[@]}"; do [ "${C_RUNS[i]}" -gt "$maxruns" ] && maxruns=${C_RUNS[i]}; done
+  for ((rep = 1; rep <= maxruns; rep++)); do
+    for i in "${!C_WL[@]}"; do
+      [ "$rep" -le "${C_RUNS[i]}" ] || continue
+      for alloc in $(rotated $((rep - 1))); do
+        if [ "${C_WL[i]}:${C_CS[i]}" = loop:callgrind ]; then run_callgrind "$i" "$alloc"
+        else run_one "$i" "$alloc" "$rep"; fi
+      done
     done
   done
 }
@@ -300,42 +454,102 @@ run_all() {
 
 pkg_version() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo "not installed"; }
 
+# The machine, and the version of each allocator family this run used.
 describe_machine() {
-  local cpu
+  local cpu fams=" "
+  for a in $ALLOCATORS; do fams="$fams$(family "$a") "; done
   cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-  cat <<EOF
+  cat <<EOT
 | | |
 |---|---|
 | CPU | ${cpu:-unknown} |
 | cores | $(nproc) online, $(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo) memory |
+| load | $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min averages at the start) |
 | kernel | $(uname -sr) |
 | glibc | $(getconf GNU_LIBC_VERSION 2>/dev/null | cut -d' ' -f2) (libc6 $(pkg_version libc6)) |
-| jemalloc | libjemalloc2 $(pkg_version libjemalloc2) |
-| mimalloc | libmimalloc2.0 $(pkg_version libmimalloc2.0) |
-| tcmalloc | libtcmalloc-minimal4 $(pkg_version libtcmalloc-minimal4) |
-| ebb | $(git -C "$HERE/.." describe --always --dirty 2>/dev/null || echo "no commit yet") (build/libebb.so $( [ -e "$EBB_LIB" ] && date -r "$EBB_LIB" '+%Y-%m-%d %H:%M' || echo missing)) |
-| compiler | $(${CC:-cc} --version | head -n1) |
-EOF
+EOT
+  case $fams in *" jemalloc "*) echo "| jemalloc | libjemalloc2 $(pkg_version libjemalloc2) |" ;; esac
+  case $fams in *" mimalloc "*) echo "| mimalloc | libmimalloc2.0 $(pkg_version libmimalloc2.0) |" ;; esac
+  case $fams in *" tcmalloc "*) echo "| tcmalloc | libtcmalloc-minimal4 $(pkg_version libtcmalloc-minimal4) |" ;; esac
+  case $fams in *" ebb "*) echo "| ebb | $(git -C "$HERE/.." describe --always --dirty 2>/dev/null || echo "no commit yet") (build/libebb.so $( [ -e "$EBB_LIB" ] && date -r "$EBB_LIB" '+%Y-%m-%d %H:%M' || echo missing)) |" ;; esac
+  echo "| compiler | $(${CC:-cc} --version | head -n1) |"
+}
+
+# The cases of this run, what summary.awk and charts.sh label their tables and charts with.
+write_cases() {
+  local i
+  printf 'workload\tcase\truns\targs\tlabel\n'
+  for i in "${!C_WL[@]}"; do
+    printf '%s\t%s\t%s\t%s\t%s\n' "${C_WL[i]}" "${C_CS[i]}" "${C_RUNS[i]}" "${C_ARGS[i]}" \
+      "$(case_label "${C_WL[i]}" "${C_CS[i]}" "${C_ARGS[i]}")"
+  done
+}
+
+# The headline section of summary.md, as an aligned plain-text table.
+print_headline() {
+  awk '/^## Headline/ { p = 1; next } p && /^## / { exit } p' "$OUT/summary.md" | awk '
+    # Display width: UTF-8 continuation bytes take no column (mawk counts bytes).
+    function width(s) { gsub(/[\200-\277]/, "", s); return length(s) }
+    /^\|/ {
+      if ($0 ~ /^\|---/) { sep = NR; next }
+      n = split($0, f, "|"); rows++
+      for (i = 2; i < n; i++) {
+        c = f[i]; gsub(/^ +| +$/, "", c)
+        # The best of a row (bold in markdown) gets a star; the other numbers a space
+        # in its place, so the digits stay aligned.
+        if (c ~ /^\*\*.*\*\*$/) { c = substr(c, 3, length(c) - 4) "*"; star = 1 }
+        else if (i > 3) c = c " "
+        cell[rows, i] = c; if (width(c) > w[i]) w[i] = width(c)
+      }
+      nf = n - 1; next
+    }
+    END {
+      for (r = 1; r <= rows; r++) {
+        s = ""
+        for (i = 2; i <= nf; i++) {
+          c = cell[r, i]; pad = w[i] - width(c)
+          # Text columns (the first two) to the left, numbers to the right.
+          if (i <= 3) s = s c sprintf("%" pad "s", "") "  "
+          else s = s sprintf("%" pad "s", "") c "  "
+        }
+        sub(/ +$/, "", s); print s
+        if (r == 1) {
+          s = ""
+          for (i = 2; i <= nf; i++) { d = sprintf("%" w[i] "s", ""); gsub(/ /, "-", d); s = s d "  " }
+          sub(/ +$/, "", s); print s
+        }
+      }
+      if (star) print "(* the best of the row; medians)"
+    }'
 }
 
 finish() {
   local el=$(($(date +%s) - T_START))
+  write_cases >"$OUT/cases.tsv"
   awk -f "$HERE/stats.awk" "$OUT/results.csv" >"$OUT/medians.csv"
-  awk -f "$HERE/summary.awk" -v allocs="$ALLOCATORS" -v mode="$MODE" -v runs="$RUNS" -v floor_runs="$FLOOR_RUNS" \
-    -v wall="$((el / 60)) min $((el % 60)) s" -v machine="$OUT/machine.md" -v cmd="$CMDLINE" \
-    "$OUT/medians.csv" >"$OUT/summary.md"
+  awk -f "$HERE/summary.awk" -v allocs="$ALLOCATORS" -v mode="$MODE" \
+    -v wall="$((el / 60)) min $((el % 60)) s" -v machine="$OUT/machine.md" -v cases="$OUT/cases.tsv" \
+    -v cmd="$CMDLINE" "$OUT/medians.csv" >"$OUT/summary.md"
   if command -v gnuplot >/dev/null 2>&1; then
     "$HERE/charts.sh" "$OUT" "$ALLOCATORS" || { echo "run.sh: charts failed" >&2; FAILED=$((FAILED + 1)); }
   else
     echo "run.sh: gnuplot not found, no charts (make bench installs gnuplot-nox)" >&2
   fi
   rm -f "$OUT/.out" "$OUT/.out.err"
-  echo "run.sh: $NDONE runs in $((el / 60)) min $((el % 60)) s, $FAILED failed; results in $OUT"
+  if [ "$MODE" != smoke ]; then
+    echo
+    sed -n 's/  $//; /^Runs per cell:/p' "$OUT/summary.md"
+    print_headline
+    echo
+  fi
+  echo "run.sh: $NDONE runs in $((el / 60)) min $((el % 60)) s, $FAILED failed; results in $OUT (summary.md, charts/)"
   [ "$FAILED" = 0 ]
 }
 
 main() {
-  CMDLINE="$0 $*"
+  local a
+  CMDLINE=$0
+  for a in "$@"; do case $a in *[[:space:]]*|"") CMDLINE="$CMDLINE \"$a\"" ;; *) CMDLINE="$CMDLINE $a" ;; esac; done
   ALLOCATORS_SET=0
   case " $* " in *" --allocators "*) ALLOCATORS_SET=1 ;; esac
   parse_args "$@"
@@ -355,9 +569,15 @@ main() {
   fi
   mkdir -p "$OUT/series" || die "cannot create $OUT"
   echo "workload,case,allocator,rep,served,metric,value" >"$OUT/results.csv"
+  printf 'workload\tcase\targs\tallocator\tms\n' >"$OUT/timings.tsv"
   describe_machine >"$OUT/machine.md"
-  count_runs
-  echo "run.sh: $MODE: $NTOTAL runs; workloads: $WORKLOADS; allocators: $ALLOCATORS; runs $RUNS (floor $FLOOR_RUNS)"
+  plan
+  local runs="$RUNS runs per cell"
+  [ "$FLOOR_RUNS" != "$RUNS" ] && case " $WORKLOADS " in *" floor "*) runs="$runs (floor $FLOOR_RUNS)" ;; esac
+  echo "run.sh: $MODE: $NTOTAL runs: ${#C_WL[@]} cases × $NALLOC allocators, $runs$(
+    case " $WORKLOADS " in *" loop "*) [ "$CALLGRIND" = 1 ] && echo ", callgrind once" || echo ", callgrind off" ;; esac)"
+  echo "run.sh: workloads: $WORKLOADS; allocators: $ALLOCATORS"
+  echo "run.sh: estimated time $(fmt_eta "$(eta_ms)"), $GUESS_FROM; results in $OUT"
   run_all
   [ -n "$link" ] && ln -sfn "$(basename "$OUT")" "$link"
   finish || exit 1

@@ -1,6 +1,8 @@
 # summary.awk — medians.csv to summary.md: a headline table of the key metric
-# medians, then per workload and case a table with one column per allocator and,
-# for each metric, the median, the min–max range, the ratio to glibc's median and
+# medians, the cases of the run (what each did, from its arguments, and its runs),
+# then per workload and case a table with one column per allocator and,
+# for each metric, the median, the min–max range (only for cells whose runs
+# differ), the ratio to glibc's median and
 # the ratio to the best median among the *other* allocator families (glibc-notrim
 # is not "other" than glibc, ebb-bg not other than ebb). Ratios are computed from
 # the medians of this run only. Plain POSIX awk (Debian's mawk).
@@ -10,26 +12,37 @@
 # glibc's — for reqarena's arena cases to the same allocator's malloc case instead,
 # since glibc has no arenas.
 #
-# Variables: allocs (column order), mode, runs, floor_runs, wall, machine (a file
-# inserted as is), cmd.
+# Variables: allocs (column order), mode, wall, machine (a file
+# inserted as is), cases (run.sh's cases.tsv: workload, case, runs, args, label), cmd.
+# Every number in the text comes from these and from medians.csv, none is fixed here.
 BEGIN {
   FS = ","
   nalloc = split(allocs, A, " ")
+  # The cases of the run, with their planned runs and what they did.
+  while ((getline line < cases) > 0) {
+    if (++cl == 1) continue
+    split(line, c, "\t")
+    cwc = c[1] SUBSEP c[2]; clabel[cwc] = c[5]; cruns[cwc] = c[3]; corder[++ncases] = cwc
+    if (c[1] == "loop" && c[2] == "callgrind") has_callgrind_case = 1
+    if (c[1] == "loop") has_loop = 1
+  }
   split("churn:us_per_cycle churn:faults_per_cycle churn:rss_kb render:us_per_cycle floor:end_kb " \
         "prover:floor_kb prover:peak_kb prover:rounds_per_s growth:ms_per_cycle growth:faults_per_cycle " \
         "larson:mops_per_s loop:ns_per_pair loop:ir_per_pair bigbuf:us_per_op bigbuf:faults_per_op " \
         "reqarena:us_per_req reqarena:faults_per_req vecgrow:us_per_cycle vecgrow:faults_per_cycle " \
         "vecgrow:first_faults", H, " ")
+  # Titles say what a workload is; the sizes, counts and times of each case are in
+  # its label (cases.tsv), which run.sh makes from the arguments it ran it with.
   title["churn"] = "Instance churn (WebAssembly-runtime-like requests)"
   title["render"] = "Render churn (build and serialise a JSON-like tree)"
-  title["floor"] = "RSS floor (256 MiB burst, 1 block in 512 kept, threads exit)"
-  title["prover"] = "Prover scratch (2 threads x 32 MiB per round, then idle)"
-  title["growth"] = "Large growth (realloc by 1.5x from 1 KiB to 64 MiB)"
+  title["floor"] = "RSS floor (a burst of small objects, a few kept, the rest freed cross-thread, threads exit)"
+  title["prover"] = "Prover scratch (a worker pool allocates and frees a scratch set per round, then idles)"
+  title["growth"] = "Large growth (a buffer grown by realloc, then freed)"
   title["larson"] = "Larson server simulation (cross-thread frees)"
-  title["loop"] = "Single-thread alloc/free loop (8-512 B)"
-  title["bigbuf"] = "Big-buffer churn (4 slots, free one and malloc base + 0–24 KiB, a write per page)"
-  title["reqarena"] = "Per-request arenas (450 KiB context + 3000 blocks of 16–512 B per request)"
-  title["vecgrow"] = "Vector growth (realloc by 1.5x from 1 KiB to 64 MiB, repeated)"
+  title["loop"] = "Single-thread alloc/free loop"
+  title["bigbuf"] = "Big-buffer churn (a few multi-MiB buffers freed and reallocated, a write per page)"
+  title["reqarena"] = "Per-request arenas (a context block and many small blocks per request)"
+  title["vecgrow"] = "Vector growth (realloc by 1.5x, repeated)"
   # Workloads with an overview table, and the case their other cases are compared with.
   overview_wl["bigbuf"] = 1; overview_wl["reqarena"] = 1; overview_wl["vecgrow"] = 1
   ref_case["reqarena"] = "malloc"
@@ -94,14 +107,22 @@ function row(name, wc, m, what,    i, a, s, v, b) {
     if (!((wc, m, a) in med)) { s = s " | –"; continue }
     v = med[wc, m, a]
     if (what == "median") s = s " | " fmt(m, v)
-    else if (what == "range") s = s " | " fmt(m, lo[wc, m, a]) "–" fmt(m, hi[wc, m, a])
+    else if (what == "range") s = s " | " (has_range(wc, m, a) ? fmt(m, lo[wc, m, a]) "–" fmt(m, hi[wc, m, a]) : "")
     else if (what == "glibc") s = s " | " (((wc, m, "glibc") in med) ? ratio(v, med[wc, m, "glibc"]) : "–")
     else if (what == "best") s = s " | " best_cell(wc, m, a, v)
   }
   print s " |"
 }
-function headline(    h, i, j, wl, m, wc, s, a, best, v) {
-  print "## Headline (medians; best of each row in bold)\n"
+# Whether cell (wc, m, a) has runs that differ, as printed.
+function has_range(wc, m, a) {
+  return cnt[wc, m, a] > 1 && fmt(m, lo[wc, m, a]) != fmt(m, hi[wc, m, a])
+}
+function any_range(wc, m,    i) {
+  for (i = 1; i <= nalloc; i++) if ((wc, m, A[i]) in med && has_range(wc, m, A[i])) return 1
+  return 0
+}
+function headline(    h, i, j, wl, m, wc, s, a, best, v, nv, nbest) {
+  print "## Headline (medians; best of each row in bold, none where all are equal)\n"
   header_row("workload / case | metric", 2)
   for (h = 1; H[h] != ""; h++) {
     split(H[h], p, ":"); wl = p[1]; m = p[2]
@@ -111,10 +132,14 @@ function headline(    h, i, j, wl, m, wc, s, a, best, v) {
       wc = wcs[i]; best = ""
       for (j = 1; j <= nalloc; j++)
         if ((wc, m, A[j]) in med && (best == "" || better(m, med[wc, m, A[j]], med[wc, m, best]))) best = A[j]
+      # Every allocator whose median prints as the best one's is best too.
+      nv = nbest = 0
+      for (j = 1; j <= nalloc; j++)
+        if ((wc, m, A[j]) in med) { nv++; if (fmt(m, med[wc, m, A[j]]) == fmt(m, med[wc, m, best])) nbest++ }
       s = "| " wl " " k[2] " | " label(m)
       for (j = 1; j <= nalloc; j++) {
         a = A[j]; v = ((wc, m, a) in med) ? fmt(m, med[wc, m, a]) : "–"
-        s = s " | " (a == best ? "**" v "**" : v)
+        s = s " | " ((wc, m, a) in med && nbest < nv && v == fmt(m, med[wc, m, best]) ? "**" v "**" : v)
       }
       print s " |"
     }
@@ -160,12 +185,13 @@ function details(    i, j, wc, k, m, last) {
       if (k[1] in overview_wl) overview(k[1])
     }
     print "### " k[1] " / " k[2] "\n"
+    if (wc in clabel) print clabel[wc] " — " runs_text(cruns[wc], wc) ".\n"
     header_row("metric", 1)
     row("served by", wc, "", "served")
     for (j = 1; j <= nm[wc]; j++) {
       m = metrics[wc, j]
       row("**" label(m) "** median", wc, m, "median")
-      row("min–max", wc, m, "range")
+      if (any_range(wc, m)) row("min–max", wc, m, "range")
       if (informational(m)) continue
       row("× glibc", wc, m, "glibc")
       row("× best other", wc, m, "best")
@@ -173,16 +199,55 @@ function details(    i, j, wc, k, m, last) {
     print ""
   }
 }
+# "3 runs", "1 run"; with the runs that gave results when fewer (failed runs).
+function runs_text(n, wc,    i, j, m, a, got, fewer) {
+  fewer = 0
+  for (j = 1; j <= nm[wc]; j++) {
+    m = metrics[wc, j]
+    for (i = 1; i <= nalloc; i++) { a = A[i]; if ((wc, m, a) in cnt && cnt[wc, m, a] < n + 0) fewer = 1 }
+  }
+  if (k_callgrind(wc)) return "one count per allocator (deterministic)"
+  return n " run" (n == 1 ? "" : "s") " per allocator" (fewer ? ", fewer with results in some cells (see raw.log)" : "")
+}
+function k_callgrind(wc) { return wc == "loop" SUBSEP "callgrind" }
+# "Runs per cell: 3 (floor: 1); loop/callgrind: ..." from the planned runs of the cases.
+function runs_line(    i, wc, k, n, cntv, best, s, wl, ex, seenwl) {
+  for (i = 1; i <= ncases; i++) { wc = corder[i]; if (!k_callgrind(wc)) cntv[cruns[wc]]++ }
+  best = ""
+  for (n in cntv) if (best == "" || cntv[n] > cntv[best]) best = n
+  s = "Runs per cell: " (best == "" ? "none" : best)
+  ex = ""
+  for (i = 1; i <= ncases; i++) {
+    wc = corder[i]; split(wc, k, SUBSEP)
+    if (k_callgrind(wc) || cruns[wc] == best || (k[1] in seenwl)) continue
+    seenwl[k[1]] = 1; ex = ex (ex == "" ? "" : ", ") k[1] ": " cruns[wc]
+  }
+  if (ex != "") s = s " (" ex ")"
+  if (has_loop) s = s "; callgrind instruction counts: " (has_callgrind_case ? "one per allocator" : "off")
+  if (nalloc > 1 && best + 0 > 1) s = s "; allocators interleaved, their order rotated each repetition"
+  return s "."
+}
+function cases_table(    i, wc, k) {
+  print "## Cases\n"
+  print "| workload / case | runs per allocator | what it did |"
+  print "|---|---:|---|"
+  for (i = 1; i <= ncases; i++) {
+    wc = corder[i]; split(wc, k, SUBSEP)
+    print "| " k[1] " " k[2] " | " cruns[wc] " | " clabel[wc] " |"
+  }
+  print ""
+}
 END {
   print "# ebb benchmark summary\n"
   print "Command: `" cmd "` (mode " mode "), wall time " wall ".  "
-  print "Runs per cell: " runs " (floor: " floor_runs ", callgrind: 1); allocators interleaved, order rotated per run.  "
-  print "Cells: median over the runs, min–max their range; × glibc = median / glibc's median; " \
+  print runs_line() "  "
+  print "Cells: median over the runs, min–max their range where the runs differ; × glibc = median / glibc's median; " \
         "× best other = median / the best median of another allocator family (named). " \
         "↓ lower is better, ↑ higher is better. *_kb metrics are shown in MiB.\n"
   print "## Machine\n"
   while ((getline line < machine) > 0) print line
   print ""
   headline()
+  if (ncases) cases_table()
   details()
 }
