@@ -12,11 +12,13 @@ WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
 CFLAGS_LIB := -std=gnu11 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -fno-builtin-malloc \
               -ftls-model=initial-exec -pthread $(WARN) -Iinclude -Iallocator
 LIB_SRC := $(wildcard allocator/*.c allocator/*.h include/ebb.h)
+# The one version number: EBB_VERSION_STRING in include/ebb.h (ebb.pc and the ebb command get it from here).
+EBB_VERSION := $(shell sed -n 's/^\#define EBB_VERSION_STRING "\(.*\)"/\1/p' include/ebb.h)
 
 .PHONY: all debug valgrind test bench bench-quick install clean deps-test deps-bench \
         test-unit test-integration test-stress test-valgrind test-bench-smoke
 
-all: $(B)/libebb.so $(B)/libebb.a
+all: $(B)/libebb.so $(B)/libebb.a $(B)/ebb
 
 # One translation unit (allocator/static.c includes every source, as mimalloc does),
 # built three ways: release, debug (assertions + validators), valgrind (client requests).
@@ -43,6 +45,13 @@ $(B)/debug/libebb.a: $(B)/debug/ebb.o
 $(B)/vg/libebb.a: $(B)/vg/ebb.o
 	objcopy --localize-hidden $< $(B)/vg/ebb-static.o
 	rm -f $@ && ar rcs $@ $(B)/vg/ebb-static.o
+
+# The ebb command (tools/ebb) with the version and the library's path filled in; `make install`
+# writes its own copy with the installed library's path.
+$(B)/ebb: tools/ebb include/ebb.h | $(B)/obj
+	test -n '$(EBB_VERSION)' || { echo "make: no EBB_VERSION_STRING in include/ebb.h" >&2; exit 1; }
+	sed -e 's|@EBB_VERSION@|$(EBB_VERSION)|g' -e 's|@EBB_LIB@|$(CURDIR)/$(B)/libebb.so|g' tools/ebb > $@.$$$$ && \
+	  chmod 755 $@.$$$$ && mv -f $@.$$$$ $@
 
 debug: $(B)/debug/libebb.so $(B)/debug/libebb.a
 valgrind: $(B)/vg/libebb.a
@@ -88,20 +97,32 @@ deps-bench:
 	@tests/deps.sh bench
 
 # Each suite's output is kept in build/tests/*.log; `make test` ends with their total.
+# tests/run-suite.sh prints a line saying what the suite does, progress every 15 s,
+# the result and, only on failure, the failing tests' part of the log (so the expected
+# `ebb: ...` messages of tests that check aborts stay in the log). TEST_VERBOSE=1
+# shows the whole output as it comes. --verbose makes Criterion log a line per test,
+# which the progress lines count.
+SUITE := tests/run-suite.sh
 test-unit: $(B)/tests/unit
-	$(B)/tests/unit $(CRIT) 2>&1 | tee $(B)/tests/unit.log
+	@$(SUITE) unit $(B)/tests/unit.log "{n} tests of allocator internals over a fake OS layer" \
+	  -- $(B)/tests/unit $(CRIT) --verbose
 test-integration: $(B)/tests/integration all
-	$(B)/tests/integration $(CRIT) 2>&1 | tee $(B)/tests/integration.log
+	@$(SUITE) integration $(B)/tests/integration.log "{n} tests of the public contract through build/libebb.so (Criterion itself runs on ebb)" \
+	  -- $(B)/tests/integration $(CRIT) --verbose
 test-stress: $(B)/tests/stress $(B)/tests/stress-debug
-	$(B)/tests/stress --jobs=1 2>&1 | tee $(B)/tests/stress.log
-	EBB_STRESS_SCALE=4 $(B)/tests/stress-debug --jobs=1 2>&1 | tee $(B)/tests/stress-debug.log
+	@$(SUITE) stress $(B)/tests/stress.log "{n} tests of threads, churn and fork on the release build, one at a time" \
+	  -- $(B)/tests/stress --jobs=1 --verbose
+	@EBB_STRESS_SCALE=4 $(SUITE) stress-debug $(B)/tests/stress-debug.log "the same {n} tests on the debug build (assertions and validators on), a quarter of the work" \
+	  -- $(B)/tests/stress-debug --jobs=1 --verbose
 test-valgrind: $(B)/tests/api-vg
 	@# Criterion re-executes the binary for each test (hence trace-children); memcheck must
 	@# not swap its own malloc in for the one linked into the program (hence the synonym).
-	valgrind -q --error-exitcode=1 --trace-children=yes --soname-synonyms=somalloc=nouserintercepts \
-	  $(B)/tests/api-vg --jobs=2 2>&1 | tee $(B)/tests/valgrind.log
+	@$(SUITE) valgrind $(B)/tests/valgrind.log "{n} tests of the ebb_* API under valgrind memcheck (ebb built with client requests)" \
+	  -- valgrind -q --error-exitcode=1 --trace-children=yes --soname-synonyms=somalloc=nouserintercepts \
+	  $(B)/tests/api-vg --jobs=2 --verbose
 test-bench-smoke: all
-	$(MAKE) -C bench smoke
+	@$(SUITE) bench-smoke $(B)/tests/bench-smoke.log "every bench program once, tiny, under build/libebb.so" \
+	  -- $(MAKE) -C bench smoke
 
 test: deps-test
 	rm -f $(B)/tests/*.log
@@ -118,12 +139,18 @@ bench-quick: deps-bench all
 
 # ---------------------------------------------------------------- install
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	test -n '$(EBB_VERSION)' || { echo "make install: no EBB_VERSION_STRING in include/ebb.h" >&2; exit 1; }
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man3
 	install -m 755 $(B)/libebb.so $(DESTDIR)$(PREFIX)/lib/libebb.so.0
 	ln -sf libebb.so.0 $(DESTDIR)$(PREFIX)/lib/libebb.so
 	install -m 644 $(B)/libebb.a $(DESTDIR)$(PREFIX)/lib/libebb.a
 	install -m 644 include/ebb.h $(DESTDIR)$(PREFIX)/include/ebb.h
-	sed -e 's|@PREFIX@|$(PREFIX)|' allocator/ebb.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ebb.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(EBB_VERSION)|' allocator/ebb.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ebb.pc
+	sed -e 's|@EBB_VERSION@|$(EBB_VERSION)|g' -e 's|@EBB_LIB@|$(PREFIX)/lib/libebb.so.0|g' tools/ebb > $(DESTDIR)$(PREFIX)/bin/ebb
+	chmod 755 $(DESTDIR)$(PREFIX)/bin/ebb
+	install -m 644 man/ebb.1 $(DESTDIR)$(PREFIX)/share/man/man1/ebb.1
+	install -m 644 man/ebb.3 $(DESTDIR)$(PREFIX)/share/man/man3/ebb.3
 
 clean:
 	rm -rf $(B)

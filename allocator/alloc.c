@@ -112,10 +112,14 @@ static void *huge_alloc(arena_t *first_class, size_t size, size_t align) {
   return huge_alloc_z(first_class, size, align, false);
 }
 
+/* A large free also runs the large-block cache's decay, so a program that only
+ * churns large blocks still returns the ones it stopped reusing. */
 static void huge_free(huge_t *h) {
   track_free(h->user);
   huge_unlink(h);
-  huge_delete(h, opt.decay_ms != 0, os_now_ms());
+  uint64_t now = os_now_ms();
+  huge_delete(h, opt.decay_ms != 0, now);
+  if (now > (uint64_t)opt.decay_ms) huge_cache_decay(now - (uint64_t)opt.decay_ms);
   arena_enforce_cap();
 }
 
@@ -352,4 +356,7 @@ EBB_EXPORT void ebb_arena_destroy(ebb_arena_t *a) {
   if (a) arena_destroy((arena_t *)a);
 }
 
-EBB_EXPORT size_t ebb_trim(void) { return arena_purge_all(true); }
+EBB_EXPORT size_t ebb_trim(void) {
+  thread_process_init(); /* the options decide how memory is returned */
+  return arena_purge_all(true);
+}

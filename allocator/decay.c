@@ -2,8 +2,8 @@
 #include "decay.h"
 
 size_t decay_dirty_limit(int64_t dirty_max, size_t active) {
-  if (dirty_max >= 0) return (size_t)dirty_max;
-  size_t pct = (size_t)-dirty_max;
+  if (!OPT_IS_PCT(dirty_max)) return (size_t)dirty_max;
+  size_t pct = (size_t)OPT_PCT_OF(dirty_max);
   size_t lim = active / 100 * pct + active % 100 * pct / 100;
   return lim > DECAY_PCT_FLOOR ? lim : DECAY_PCT_FLOOR;
 }

@@ -3,12 +3,13 @@
  * or call the kernel (jemalloc's decay.c habit). The arena applies the decision. */
 #ifndef EBB_DECAY_H
 #define EBB_DECAY_H
-#include "common.h"
+#include "options.h" /* OPT_PCT: how EBB_DIRTY_MAX encodes a percentage */
 
 #define DECAY_PCT_FLOOR ((size_t)4 << 20) /* a percentage cap never goes below this */
 
-/* Dirty bytes allowed given the EBB_DIRTY_MAX setting (bytes, or -percent of
- * active bytes). */
+/* Dirty bytes allowed given the EBB_DIRTY_MAX setting: bytes, or OPT_PCT(n),
+ * n percent of active bytes but never below DECAY_PCT_FLOOR (so 0% keeps 4 MiB,
+ * while 0 bytes keeps nothing). */
 size_t decay_dirty_limit(int64_t dirty_max, size_t active);
 /* Memory that became dirty at `since` must be returned at `now`. */
 bool decay_expired(uint64_t since, uint64_t now, uint64_t decay_ms);

@@ -38,6 +38,62 @@ void fmt_flush(fmt_t *f, int fd) {
   f->buf[0] = 0;
 }
 
+void fmt_strn(fmt_t *f, const char *s, size_t max) {
+  size_t n = 0;
+  while (s[n] && n <= max) n++;
+  if (n <= max) return fmt_str(f, s);
+  for (size_t i = 0; i + 3 < max && f->len + 1 < f->cap; i++) f->buf[f->len++] = s[i];
+  f->buf[f->len] = 0;
+  fmt_str(f, "...");
+}
+
+void fmt_bytes(fmt_t *f, uint64_t v) {
+  static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (v < 1024) {
+    fmt_u64(f, v);
+    fmt_str(f, " B");
+    return;
+  }
+  unsigned u = 1;
+  while (u < 6 && v >> (10 * u) >= 1024) u++;
+  /* tenths of the unit, rounded; 1023.96 KiB becomes 1.0 MiB */
+  unsigned __int128 t = ((unsigned __int128)v * 10 + ((uint64_t)1 << (10 * u - 1))) >> (10 * u);
+  if (t >= 10240 && u < 6) {
+    u++;
+    t = ((unsigned __int128)v * 10 + ((uint64_t)1 << (10 * u - 1))) >> (10 * u);
+  }
+  fmt_u64(f, (uint64_t)(t / 10));
+  char frac[4] = {'.', (char)('0' + (int)(t % 10)), ' ', 0};
+  fmt_str(f, frac);
+  fmt_str(f, unit[u]);
+}
+
+void fmt_col(fmt_t *f, const char *s, int width) {
+  size_t n = 0, w = (size_t)(width < 0 ? -width : width);
+  while (s[n]) n++;
+  if (width < 0) fmt_str(f, s);
+  for (; n < w; n++) fmt_str(f, " ");
+  if (width >= 0) fmt_str(f, s);
+}
+
+void fmt_col_u64(fmt_t *f, uint64_t v, int width) {
+  char tmp[24];
+  fmt_t t = FMT_ON(tmp);
+  fmt_u64(&t, v);
+  fmt_col(f, tmp, width);
+}
+
+void fmt_col_bytes(fmt_t *f, uint64_t v, int width) {
+  char tmp[24];
+  fmt_t t = FMT_ON(tmp);
+  fmt_bytes(&t, v);
+  fmt_col(f, tmp, width);
+}
+
+void fmt_reserve(fmt_t *f, int fd, size_t need) {
+  if (f->cap - f->len <= need) fmt_flush(f, fd);
+}
+
 void ebb_fatal(const char *func, const char *msg, const void *p) {
   char line[256];
   fmt_t f = FMT_ON(line);

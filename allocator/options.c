@@ -1,18 +1,43 @@
 /* options.c — owns the parsed EBB_* settings (options.h).
- * May call: os_getenv, fmt. Must never allocate: values are parsed in place and a
- * bad value gets a one-line warning naming the variable and the default kept. */
+ * May call: os_getenv, os_environ_at, os_write (through fmt). Must never
+ * allocate: values are parsed in place; a bad value, or an EBB_* variable that
+ * is no setting, gets a one-line warning and is ignored. */
 #include "options.h"
 #include "fmt.h"
 #include "os.h"
 #include <string.h>
 
+_Static_assert(EBB_DEFAULT_DIRTY_MAX >= 0, "EBB_DEFAULT_DIRTY_MAX is bytes, or OPT_PCT(n) for n percent");
+
 int options_stats_fd = 2;
 
-options_t opt = {
-#define OPT_DEFAULT(NAME, field, kind, def, doc) .field = (def),
+static const options_t opt_defaults = {
+#define OPT_DEFAULT(NAME, field, kind, def, values, doc) .field = (def),
     EBB_OPTIONS(OPT_DEFAULT)
 #undef OPT_DEFAULT
 };
+options_t opt = {
+#define OPT_DEFAULT(NAME, field, kind, def, values, doc) .field = (def),
+    EBB_OPTIONS(OPT_DEFAULT)
+#undef OPT_DEFAULT
+};
+
+/* Where each setting came from, for EBB_VERBOSE. */
+enum opt_source { FROM_DEFAULT, FROM_BUILD, FROM_ENV };
+static const struct opt_row {
+  const char *var, *values;
+  enum opt_kind kind;
+  bool built;    /* default set with -DEBB_DEFAULT_<NAME> */
+  size_t offset; /* of the field in options_t */
+} opt_rows[] = {
+#define OPT_ROW(NAME, field, kind, def, values, doc)                                                         \
+  {"EBB_" #NAME, values, kind, OPT_BUILT_##NAME, offsetof(options_t, field)},
+    EBB_OPTIONS(OPT_ROW)
+#undef OPT_ROW
+};
+#define OPT_COUNT (sizeof opt_rows / sizeof opt_rows[0])
+
+static int64_t *opt_field(const struct opt_row *r) { return (int64_t *)((char *)&opt + r->offset); }
 
 static bool parse_u64(const char **s, uint64_t *out) {
   uint64_t v = 0;
@@ -32,7 +57,7 @@ static bool parse_size_pct(const char *s, int64_t *out) {
   if (!parse_u64(&s, &v)) return false;
   if (*s == '%') {
     if (s[1] || v > 1000) return false;
-    *out = -(int64_t)v;
+    *out = OPT_PCT(v);
     return true;
   }
   unsigned shift = 0;
@@ -54,7 +79,7 @@ static bool parse_size_pct(const char *s, int64_t *out) {
     break;
   }
   if (*s == 'b' || *s == 'B') s++;
-  if (*s || v > ((uint64_t)INT64_MAX >> shift)) return false;
+  if (*s || v >= ((uint64_t)OPT_PCT_BIT >> shift)) return false;
   *out = (int64_t)(v << shift);
   return true;
 }
@@ -84,43 +109,170 @@ bool options_parse(enum opt_kind kind, const char *s, int64_t *out) {
     if (strcmp(s, "dontneed") == 0) return *out = 0, true;
     if (strcmp(s, "free") == 0) return *out = 1, true;
     return false;
+  case OPT_STATS:
+    if (strcmp(s, "json") == 0) return *out = EBB_STATS_JSON, true;
+    if (s[0] >= '0' && s[0] <= '2' && !s[1]) return *out = s[0] - '0', true;
+    return false;
   }
   return false;
 }
 
-static void warn_bad(const char *var, enum opt_kind kind, const char *val, int64_t def) {
-  char line[256];
+void options_format(fmt_t *f, enum opt_kind kind, int64_t v) {
+  if (kind == OPT_AUTO && v == 2) {
+    fmt_str(f, "auto");
+  } else if (kind == OPT_PURGE) {
+    fmt_str(f, v ? "free" : "dontneed");
+  } else if (kind == OPT_STATS && v == EBB_STATS_JSON) {
+    fmt_str(f, "json");
+  } else if (kind == OPT_SIZE_PCT && OPT_IS_PCT(v)) {
+    fmt_u64(f, OPT_PCT_OF(v));
+    fmt_str(f, "%");
+  } else if (kind == OPT_SIZE_PCT && v) {
+    static const char suffix[] = "GMK"; /* as docs/options.md writes it: 256M */
+    for (int i = 0; i < 3; i++) {
+      unsigned shift = 30 - 10 * (unsigned)i;
+      if (v % ((int64_t)1 << shift) == 0) {
+        fmt_u64(f, (uint64_t)v >> shift);
+        char s[2] = {suffix[i], 0};
+        fmt_str(f, s);
+        return;
+      }
+    }
+    fmt_u64(f, (uint64_t)v);
+  } else {
+    fmt_u64(f, (uint64_t)v);
+  }
+}
+
+static void warn_bad(const struct opt_row *r, const char *val, int64_t kept) {
+  char line[512];
   fmt_t f = FMT_ON(line);
   fmt_str(&f, "ebb: warning: ");
-  fmt_str(&f, var);
+  fmt_str(&f, r->var);
   fmt_str(&f, "=");
-  fmt_str(&f, val);
-  fmt_str(&f, " is not valid; keeping the default ");
-  if (kind == OPT_AUTO && def == 2) {
-    fmt_str(&f, "auto");
-  } else if (kind == OPT_PURGE) {
-    fmt_str(&f, def ? "free" : "dontneed");
-  } else if (def < 0) {
-    fmt_u64(&f, (uint64_t)-def);
-    fmt_str(&f, "%");
-  } else if (kind == OPT_SIZE_PCT && def && def % (1 << 20) == 0) {
-    fmt_u64(&f, (uint64_t)def >> 20); /* as docs/options.md writes it: 256M */
-    fmt_str(&f, "M");
-  } else {
-    fmt_u64(&f, (uint64_t)def);
-  }
+  fmt_strn(&f, val, 64);
+  fmt_str(&f, " is not valid (");
+  fmt_str(&f, r->values);
+  fmt_str(&f, "); keeping the default ");
+  options_format(&f, r->kind, kept);
   fmt_str(&f, "\n");
   fmt_flush(&f, 2);
 }
 
-static void read_one(const char *var, enum opt_kind kind, int64_t *field) {
-  const char *val = os_getenv(var);
-  if (val && !options_parse(kind, val, field)) warn_bad(var, kind, val, *field);
+unsigned options_distance(const char *a, const char *b) {
+  enum { MAX = 63 };
+  unsigned row[MAX + 1];
+  size_t na = strnlen(a, MAX), nb = strnlen(b, MAX);
+  for (size_t j = 0; j <= nb; j++) row[j] = (unsigned)j;
+  for (size_t i = 1; i <= na; i++) {
+    unsigned diag = row[0];
+    row[0] = (unsigned)i;
+    for (size_t j = 1; j <= nb; j++) {
+      char x = a[i - 1], y = b[j - 1];
+      if (x >= 'a' && x <= 'z') x = (char)(x - 'a' + 'A');
+      if (y >= 'a' && y <= 'z') y = (char)(y - 'a' + 'A');
+      unsigned best = diag + (x != y), up = row[j] + 1, left = row[j - 1] + 1;
+      if (up < best) best = up;
+      if (left < best) best = left;
+      diag = row[j];
+      row[j] = best;
+    }
+  }
+  return row[nb];
+}
+
+/* "EBB_STAT=1 is not an ebb setting (did you mean EBB_STATS?)": the closest
+ * name is suggested when at most half of the longer name must change; else
+ * every setting is listed. */
+static void warn_unknown(const char *entry, size_t name_len) {
+  char name[64];
+  size_t n = name_len < sizeof name - 1 ? name_len : sizeof name - 1;
+  memcpy(name, entry, n);
+  name[n] = 0;
+  const struct opt_row *best = NULL;
+  unsigned best_d = ~0u;
+  for (size_t i = 0; i < OPT_COUNT; i++) {
+    unsigned d = options_distance(name + 4, opt_rows[i].var + 4);
+    if (d < best_d) best_d = d, best = &opt_rows[i];
+  }
+  size_t la = strlen(name + 4), lb = strlen(best->var + 4);
+  char line[512];
+  fmt_t f = FMT_ON(line);
+  fmt_str(&f, "ebb: warning: ");
+  fmt_strn(&f, entry, 80);
+  fmt_str(&f, " is not an ebb setting (");
+  if (best_d * 2 <= (la > lb ? la : lb)) {
+    fmt_str(&f, "did you mean ");
+    fmt_str(&f, best->var);
+    fmt_str(&f, "?");
+  } else {
+    fmt_str(&f, "the settings are");
+    for (size_t i = 0; i < OPT_COUNT; i++) {
+      fmt_str(&f, i ? ", " : " ");
+      fmt_str(&f, opt_rows[i].var);
+    }
+  }
+  fmt_str(&f, "); ignored\n");
+  fmt_flush(&f, 2);
+}
+
+static bool is_setting(const char *entry, size_t name_len) {
+  for (size_t i = 0; i < OPT_COUNT; i++)
+    if (strlen(opt_rows[i].var) == name_len && memcmp(opt_rows[i].var, entry, name_len) == 0) return true;
+  return false;
+}
+
+static void check_unknown(void) {
+  const char *e;
+  for (size_t i = 0; (e = os_environ_at(i)) != NULL; i++) {
+    if (strncmp(e, "EBB_", 4) != 0) continue;
+    const char *eq = strchr(e, '=');
+    size_t len = eq ? (size_t)(eq - e) : strlen(e);
+    if (!is_setting(e, len)) warn_unknown(e, len);
+  }
+}
+
+/* One line per setting: "ebb: EBB_DECAY_MS=250 (default)". */
+static void print_settings(const enum opt_source *src, const bool *rejected) {
+  char line[256];
+  fmt_t f = FMT_ON(line);
+  fmt_str(&f, "ebb: version " EBB_VERSION_STRING ", pid ");
+  fmt_u64(&f, (uint64_t)os_getpid());
+  fmt_str(&f, "\n");
+  fmt_flush(&f, 2);
+  for (size_t i = 0; i < OPT_COUNT; i++) {
+    const struct opt_row *r = &opt_rows[i];
+    fmt_str(&f, "ebb: ");
+    fmt_str(&f, r->var);
+    fmt_str(&f, "=");
+    options_format(&f, r->kind, *opt_field(r));
+    if (src[i] == FROM_ENV) {
+      fmt_str(&f, " (environment)");
+    } else {
+      fmt_str(&f, src[i] == FROM_BUILD ? " (build-time -DEBB_DEFAULT_" : " (default");
+      if (src[i] == FROM_BUILD) fmt_str(&f, r->var + 4);
+      fmt_str(&f, rejected[i] ? "; the environment's value was not valid)" : ")");
+    }
+    fmt_str(&f, "\n");
+    fmt_flush(&f, 2);
+  }
 }
 
 void options_init(void) {
-#define OPT_READ(NAME, field, kind, def, doc) read_one("EBB_" #NAME, kind, &opt.field);
-  EBB_OPTIONS(OPT_READ)
-#undef OPT_READ
+  enum opt_source src[OPT_COUNT];
+  bool rejected[OPT_COUNT];
+  opt = opt_defaults;
+  for (size_t i = 0; i < OPT_COUNT; i++) {
+    const struct opt_row *r = &opt_rows[i];
+    const char *val = os_getenv(r->var);
+    src[i] = r->built ? FROM_BUILD : FROM_DEFAULT;
+    rejected[i] = val && !options_parse(r->kind, val, opt_field(r));
+    if (rejected[i])
+      warn_bad(r, val, *opt_field(r));
+    else if (val)
+      src[i] = FROM_ENV;
+  }
+  check_unknown();
+  if (opt.verbose) print_settings(src, rejected);
   if (opt.stats) options_stats_fd = os_dup_fd(2);
 }

@@ -1,6 +1,7 @@
 /* os.c — owns every system call and every libc call the allocator makes (see os.h).
  * May call: the kernel through libc's thin syscall wrappers (mmap, munmap,
- * madvise, mremap, clock_gettime, nanosleep, sched_yield, write, getauxval) and,
+ * madvise, mremap, clock_gettime, nanosleep, sched_yield, write, getauxval,
+ * getpid, and open/read/close for /proc/self/statm) and,
  * from the constructor or ebb's pthread_create wrapper only, pthread_create,
  * pthread_key_create and pthread_atfork.
  * Must never: allocate, use stdio, or change errno as seen by the caller. */
@@ -125,6 +126,31 @@ uint64_t os_random_seed(void) {
   if (at) memcpy(&r, at, sizeof r);
   return r ^ (uint64_t)(uintptr_t)&r ^ os_now_ms();
 }
+
+const char *os_environ_at(size_t i) { return environ ? environ[i] : NULL; }
+
+size_t os_resident_bytes(void) {
+  int saved = errno;
+  char buf[128];
+  ssize_t n = -1;
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    do n = read(fd, buf, sizeof buf - 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+  }
+  errno = saved;
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char *p = buf; /* "size resident shared ...", in pages */
+  while (*p && *p != ' ') p++;
+  while (*p == ' ') p++;
+  uint64_t pages = 0;
+  for (; *p >= '0' && *p <= '9'; p++) pages = pages * 10 + (uint64_t)(*p - '0');
+  return (size_t)pages * os_page_size();
+}
+
+int os_getpid(void) { return (int)getpid(); }
 
 void os_yield(void) {
   int saved = errno;

@@ -50,6 +50,15 @@ void os_exit_key_set(void *value); /* may call malloc (glibc's second-level key 
 /* pthread_atfork: takes glibc's atfork lock and may allocate. Constructor only. */
 void os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 uint64_t os_random_seed(void); /* per-process entropy (AT_RANDOM) */
+/* The i-th "NAME=value" string of the environment (raw environ), NULL after
+ * the last; i counts up from 0 and stops at the first NULL. No allocation.
+ * How options find EBB_* variables that are no setting. */
+const char *os_environ_at(size_t i);
+/* Resident bytes of the whole process as the kernel counts them (the second
+ * field of /proc/self/statm, read with open/read/close into a stack buffer);
+ * 0 when it cannot be read. */
+size_t os_resident_bytes(void);
+int os_getpid(void);
 
 /* System-call counters, for ebb_stats. */
 typedef struct {

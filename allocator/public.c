@@ -43,7 +43,7 @@ EBB_EXPORT int malloc_trim(size_t pad) {
   return ebb_trim() > 0;
 }
 
-EBB_EXPORT void malloc_stats(void) { ebb_stats_print(2); }
+EBB_EXPORT void malloc_stats(void) { ebb_stats_print(2, EBB_STATS_SUMMARY); }
 
 EBB_EXPORT struct mallinfo2 mallinfo2(void) {
   struct ebb_stats s;

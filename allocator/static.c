@@ -18,3 +18,4 @@
 #include "alloc.c"
 #include "stats.c"
 #include "public.c"
+#include "version.c"

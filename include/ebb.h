@@ -14,8 +14,16 @@
 extern "C" {
 #endif
 
+/* The version, one number for the header, the library (ebb_version()), ebb.pc and
+ * the ebb command (the Makefile reads EBB_VERSION_STRING from here). */
 #define EBB_VERSION_MAJOR 0
-#define EBB_VERSION_MINOR 1
+#define EBB_VERSION_MINOR 2
+#define EBB_VERSION_PATCH 0
+#define EBB_VERSION_STRING "0.2.0"
+
+/* The version of the library in use, EBB_VERSION_STRING of the ebb.h it was
+ * built with: compare the two to catch a header/library mismatch. */
+const char *ebb_version(void);
 
 /* The malloc family under ebb_ names. Same contracts as the standard ones (glibc's
  * choices where the standard leaves one: malloc(0) returns a unique pointer,
@@ -57,21 +65,33 @@ void ebb_arena_reset(ebb_arena_t *a);
 void ebb_arena_destroy(ebb_arena_t *a);
 
 /* Memory accounting, summed over all arenas. Byte counts are of memory the
- * allocator mapped from the kernel. */
+ * allocator mapped from the kernel, except resident (the whole process). */
 struct ebb_stats {
-  size_t mapped;        /* bytes currently mapped (chunks and large blocks) */
-  size_t active;        /* bytes in pages and large blocks serving live blocks */
-  size_t dirty;         /* freed bytes still resident, waiting for decay */
-  size_t purged;        /* bytes returned to the kernel since start (cumulative) */
-  size_t allocated;     /* bytes in live blocks (usable sizes), approximate */
-  uint64_t mmap_calls;  /* mmap calls since start */
-  uint64_t munmap_calls;/* munmap calls since start */
-  uint64_t madvise_calls;/* madvise (purge) calls since start */
-  uint64_t arenas;      /* arenas in existence (thread and first-class) */
+  size_t mapped;          /* bytes currently mapped (chunks and large blocks) */
+  size_t active;          /* bytes in pages and large blocks serving live blocks */
+  size_t dirty;           /* freed bytes still resident, waiting for decay */
+  size_t purged;          /* bytes returned to the kernel since start (cumulative) */
+  size_t allocated;       /* bytes in live blocks (usable sizes), approximate */
+  uint64_t mmap_calls;    /* mmap calls since start */
+  uint64_t munmap_calls;  /* munmap calls since start */
+  uint64_t madvise_calls; /* madvise (purge) calls since start */
+  uint64_t arenas;        /* arenas in existence (thread and first-class) */
+  size_t peak_mapped;     /* high-water mark of mapped */
+  size_t peak_active;     /* high-water mark of active */
+  size_t peak_dirty;      /* high-water mark of dirty */
+  size_t peak_allocated;  /* highest allocated seen when sampled (every ebb_stats call): a lower bound */
+  size_t resident;        /* resident bytes of the whole process as the kernel counts them
+                             (/proc/self/statm); 0 if unknown */
+  uint64_t threads;       /* threads that ever allocated (each got an arena) */
 };
 void ebb_stats(struct ebb_stats *out);
-/* Writes the stats summary to fd (what EBB_STATS=1 prints at exit). */
-void ebb_stats_print(int fd);
+/* ebb_stats_print levels, as EBB_STATS: */
+#define EBB_STATS_SUMMARY 1 /* a short summary for people (EBB_STATS=1) */
+#define EBB_STATS_CLASSES 2 /* the summary and a table per size class in use (EBB_STATS=2) */
+#define EBB_STATS_JSON 3    /* all of it as one JSON object on one line, bytes as numbers (EBB_STATS=json) */
+/* Writes the stats to fd at the given level (what EBB_STATS prints at exit);
+ * level 0 writes nothing. Never allocates. */
+void ebb_stats_print(int fd, int level);
 
 /* Returns all dirty memory of all arenas to the kernel now. Returns the number
  * of bytes purged. malloc_trim(0) does the same. */

@@ -6,7 +6,7 @@
 set -u
 what=${1:-test}
 case "$what" in
-  test)  pkgs="gcc g++ make pkg-config libcriterion-dev valgrind python3 git sqlite3 perl coreutils binutils libc6-dev" ;;
+  test)  pkgs="gcc g++ make pkg-config libcriterion-dev valgrind python3 git sqlite3 perl coreutils binutils libc6-dev clang man-db gnuplot-nox time" ;;
   bench) pkgs="gcc make valgrind libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 gnuplot-nox" ;;
   *) echo "usage: $0 test|bench" >&2; exit 2 ;;
 esac

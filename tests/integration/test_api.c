@@ -773,7 +773,7 @@ API_TEST(stats, counters_follow_a_large_block) {
 API_TEST(stats, print_writes_something) {
   int pfd[2];
   cr_assert_eq(pipe(pfd), 0);
-  ebb_stats_print(pfd[1]);
+  ebb_stats_print(pfd[1], EBB_STATS_SUMMARY);
   close(pfd[1]);
   char buf[65536];
   ssize_t n = read(pfd[0], buf, sizeof buf - 1);
@@ -796,8 +796,10 @@ static void trim_check(size_t (*trim)(void), const char *name) {
   ebb_stats(&s0);
   size_t t = trim();
   ebb_stats(&s1);
-  cr_assert_eq(s1.dirty, 0, "%s left %zu dirty bytes (%zu before)", name, s1.dirty, s0.dirty);
-  cr_assert_geq(s1.purged, s0.purged + s0.dirty, "%s: purged %zu -> %zu with %zu dirty", name,
+  /* Criterion's own threads may free (and so leave a page dirty) between the
+   * trim and the second ebb_stats: a few pages, never the 32 MiB freed here. */
+  cr_assert_leq(s1.dirty, 256 * KiB, "%s left %zu dirty bytes (%zu before)", name, s1.dirty, s0.dirty);
+  cr_assert_geq(s1.purged + 256 * KiB, s0.purged + s0.dirty, "%s: purged %zu -> %zu with %zu dirty", name,
                 s0.purged, s1.purged, s0.dirty);
   if (t != SIZE_MAX) cr_assert_geq(t, s0.dirty, "ebb_trim returned %zu, but %zu were dirty", t, s0.dirty);
 }

@@ -12,6 +12,16 @@ const char *fake_env[16];
 char fake_stderr[4096];
 size_t fake_stderr_len;
 os_counters_t os_counters;
+int fake_fail_maps, fake_fail_resizes;
+size_t fake_refused, fake_resizes, fake_moves;
+
+/* The kernel refusing: while *knob > 0, a call fails and counts it down. */
+static int fake_refuse(int *knob) {
+  if (__atomic_load_n(knob, __ATOMIC_RELAXED) <= 0) return 0;
+  __atomic_fetch_sub(knob, 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&fake_refused, 1, __ATOMIC_RELAXED);
+  return 1;
+}
 
 #define MAX_RANGES 65536
 static struct {
@@ -22,6 +32,8 @@ static size_t nranges;
 
 void fake_reset(void) {
   fake_maps = fake_unmaps = fake_purges = fake_purged_bytes = 0;
+  fake_fail_maps = fake_fail_resizes = 0;
+  fake_refused = fake_resizes = fake_moves = 0;
   nranges = 0;
   fake_stderr_len = 0;
   fake_stderr[0] = 0;
@@ -38,6 +50,7 @@ int fake_was_purged(const void *p, size_t n) {
 }
 
 void *os_map(size_t size) {
+  if (fake_refuse(&fake_fail_maps)) return NULL;
   fake_maps++;
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   return p == MAP_FAILED ? NULL : p;
@@ -67,10 +80,14 @@ void os_purge(void *p, size_t size, bool use_free) {
 }
 
 bool os_resize_inplace(void *p, size_t old_size, size_t new_size) {
+  if (fake_refuse(&fake_fail_resizes)) return false;
+  fake_resizes++;
   return mremap(p, old_size, new_size, 0) != MAP_FAILED;
 }
 
 void *os_move_aligned(void *p, size_t old_size, size_t new_size, size_t align) {
+  if (fake_refuse(&fake_fail_resizes)) return NULL;
+  fake_moves++;
   char *dst = os_map_aligned(new_size, align);
   if (!dst) return NULL;
   void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
@@ -128,3 +145,9 @@ void os_exit_key_set(void *value) { pthread_setspecific(exit_key, value); }
 void os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
   pthread_atfork(prepare, parent, child);
 }
+
+/* Stats and options (os.h): the fake environment, a settable resident size. */
+size_t fake_resident = 42 << 20; /* what os_resident_bytes returns */
+const char *os_environ_at(size_t i) { return i < 16 ? fake_env[i] : NULL; }
+size_t os_resident_bytes(void) { return fake_resident; }
+int os_getpid(void) { return 4242; }

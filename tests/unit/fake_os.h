@@ -12,6 +12,12 @@ extern size_t fake_purged_bytes;                   /* bytes passed to os_purge *
 extern const char *fake_env[16];                   /* "NAME=value" strings seen by os_getenv */
 extern char fake_stderr[4096];                     /* what was written to fd 2 */
 extern size_t fake_stderr_len;
+/* Failure injection: while fake_fail_maps > 0, os_map (hence os_map_aligned)
+ * fails and decrements it; fake_fail_resizes does the same for
+ * os_resize_inplace and os_move_aligned. fake_refused counts refused calls,
+ * fake_resizes / fake_moves the calls not refused. fake_reset clears them all. */
+extern int fake_fail_maps, fake_fail_resizes;
+extern size_t fake_refused, fake_resizes, fake_moves;
 void fake_reset(void);
 /* Whether [p, p+n) was purged since the last fake_reset. */
 int fake_was_purged(const void *p, size_t n);

@@ -20,9 +20,11 @@ Test(decay_policy, expiry_is_exactly_the_decay_time) {
 
 Test(decay_policy, dirty_limit_in_bytes_or_percent_with_a_floor) {
   cr_assert_eq(decay_dirty_limit(64 << 20, 0), 64 << 20);
-  cr_assert_eq(decay_dirty_limit(-50, (size_t)1 << 30), (size_t)512 << 20);
-  cr_assert_eq(decay_dirty_limit(-50, 1 << 20), DECAY_PCT_FLOOR);
-  cr_assert_eq(decay_dirty_limit(0, 1 << 30), 0);
+  cr_assert_eq(decay_dirty_limit(OPT_PCT(50), (size_t)1 << 30), (size_t)512 << 20);
+  cr_assert_eq(decay_dirty_limit(OPT_PCT(50), 1 << 20), DECAY_PCT_FLOOR);
+  cr_assert_eq(decay_dirty_limit(0, 1 << 30), 0, "0 bytes keeps nothing");
+  cr_assert_eq(decay_dirty_limit(OPT_PCT(0), (size_t)1 << 30), DECAY_PCT_FLOOR, "0% keeps the 4 MiB floor");
+  cr_assert_eq(decay_dirty_limit(OPT_PCT(200), (size_t)1 << 30), (size_t)2 << 30);
 }
 
 static void activity(int n) { /* enough local frees for several clock reads */

@@ -1,0 +1,386 @@
+/* test_stats.c — EBB_STATS, EBB_VERBOSE and the option warnings as a program
+ * sees them: small C programs written and compiled at run time (into
+ * build/tests/tmp), run with LD_PRELOAD=build/libebb.so or linked with
+ * build/libebb.a, their stderr checked. A program whose first (or only)
+ * allocation is large gets its settings, warnings and stats; EBB_STATS=json
+ * parses with python3's json module and agrees with ebb_stats; EBB_STATS=2
+ * lists the size classes the program used. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ebb.h"
+#include "helpers.h"
+
+TestSuite(stats_env, .timeout = 120);
+
+static struct cmd_result r; /* large: not on the stack */
+
+/* The only allocation is a 64 MiB block; no stdio. The pointer escapes
+ * through a volatile so that the compiler keeps the malloc. */
+static const char big_src[] = "#include <stdlib.h>\n"
+                              "#include <string.h>\n"
+                              "char *volatile sink;\n"
+                              "int main(void) {\n"
+                              "  char *p = malloc((size_t)64 << 20);\n"
+                              "  if (!p) return 1;\n"
+                              "  memset(p, 1, 4096);\n"
+                              "  sink = p;\n"
+                              "  return sink[100] != 1;\n"
+                              "}\n";
+
+/* The same from a constructor that runs before ebb's own (static link, same
+ * priority, earlier in the link): ebb must read its settings lazily, there. */
+static const char ctor_src[] = "#include <stdlib.h>\n"
+                               "#include <string.h>\n"
+                               "#include <unistd.h>\n"
+                               "static char *volatile p;\n"
+                               "__attribute__((constructor(101))) static void first(void) {\n"
+                               "  write(2, \"program constructor\\n\", 20);\n"
+                               "  p = malloc((size_t)64 << 20);\n"
+                               "  if (p) memset(p, 1, 4096);\n"
+                               "}\n"
+                               "int main(void) { return !p || p[100] != 1; }\n";
+
+/* Known live blocks: 1000 x 48 bytes, 10 x 5000, 3 x 100000, one of 64 MiB;
+ * then prints its own ebb_stats (found with dlsym) as key=value lines. */
+static const char mix_src[] =
+    "#define _GNU_SOURCE\n"
+    "#include <dlfcn.h>\n"
+    "#include <malloc.h>\n"
+    "#include <stdio.h>\n"
+    "#include <stdlib.h>\n"
+    "#include <string.h>\n"
+    "#include \"ebb.h\"\n"
+    "static void *keep[2000];\n"
+    "int main(int argc, char **argv) {\n"
+    "  int n = 0;\n"
+    "  for (int i = 0; i < 1000; i++) keep[n++] = malloc(48);\n"
+    "  for (int i = 0; i < 10; i++) keep[n++] = malloc(5000);\n"
+    "  for (int i = 0; i < 3; i++) keep[n++] = malloc(100000);\n"
+    "  keep[n++] = malloc((size_t)64 << 20);\n"
+    "  for (int i = 0; i < n; i++) if (!keep[i]) return 1;\n"
+    "  memset(keep[n - 1], 7, 1 << 20);\n"
+    "  if (argc > 1 && strcmp(argv[1], \"malloc_stats\") == 0) { malloc_stats(); return 0; }\n"
+    "  void (*st)(struct ebb_stats *) = (void (*)(struct ebb_stats *))dlsym(RTLD_DEFAULT, \"ebb_stats\");\n"
+    "  if (!st) return 2;\n"
+    "  struct ebb_stats s;\n"
+    "  st(&s);\n"
+    "  printf(\"live_requested=%zu\\nallocated=%zu\\nactive=%zu\\nmapped=%zu\\narenas=%llu\\n\"\n"
+    "         \"peak_allocated=%zu\\nthreads=%llu\\nmmap_calls=%llu\\n\",\n"
+    "         (size_t)(1000 * 48 + 10 * 5000 + 3 * 100000) + ((size_t)64 << 20), s.allocated, s.active,\n"
+    "         s.mapped, (unsigned long long)s.arenas, s.peak_allocated, (unsigned long long)s.threads,\n"
+    "         (unsigned long long)s.mmap_calls);\n"
+    "  fflush(stdout);\n"
+    "  return 0;\n"
+    "}\n";
+
+/* Writes src to build/tests/tmp/<name>.c and compiles it (extra: flags after
+ * the source, e.g. build/libebb.a). Names are unique per process: tests run
+ * in parallel. Returns the binary's path. */
+static const char *build(const char *name, const char *src, const char *extra) {
+  static char bin[4096];
+  char path[4096];
+  snprintf(path, sizeof path, "%s/stats-%s-%d.c", tmp_dir(), name, (int)getpid());
+  snprintf(bin, sizeof bin, "%s/stats-%s-%d", tmp_dir(), name, (int)getpid());
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f, "cannot write %s", path);
+  fputs(src, f);
+  fclose(f);
+  const char *cc = getenv("CC");
+  int st = run_cmd(&r, "%s -std=gnu11 -O1 -Wall -Iinclude '%s' -o '%s' %s", cc && *cc ? cc : "cc", path, bin,
+                   extra ? extra : "-ldl");
+  cr_assert_eq(st, 0, "compiling %s: %s\n%s%s", path, describe_status(st), r.out, r.err);
+  unlink(path);
+  return bin;
+}
+
+#define PRELOAD "LD_PRELOAD='%s/build/libebb.so' "
+/* Every run starts from a clean slate: no EBB_* from whoever runs the tests. */
+#define CLEAN "env $(env | sed -n 's/^\\(EBB_[A-Za-z0-9_]*\\)=.*/-u \\1/p') "
+
+static void assert_ran(int st, const char *what) {
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s %s\nstdout:\n%s\nstderr:\n%s", what,
+            describe_status(st), r.out, r.err);
+}
+
+/* The number after "key=" on the "ebb stats:" line. */
+static unsigned long long raw_field(const char *err, const char *key) {
+  const char *line = strstr(err, "ebb stats:");
+  cr_assert_not_null(line, "no 'ebb stats:' line in:\n%s", err);
+  char k[64];
+  snprintf(k, sizeof k, " %s=", key);
+  const char *p = strstr(line, k);
+  cr_assert_not_null(p, "no %s in %s", k, line);
+  return strtoull(p + strlen(k), NULL, 10);
+}
+
+static void assert_big_summary(const char *err, const char *what) {
+  cr_assert_not_null(strstr(err, "ebb " EBB_VERSION_STRING " stats, pid "), "%s: no summary:\n%s", what, err);
+  cr_assert_not_null(strstr(err, "\n  allocated   64.0 MiB   64.0 MiB"), "%s:\n%s", what, err);
+  cr_assert_not_null(strstr(err, "\n  resident "), "%s:\n%s", what, err);
+  cr_assert_not_null(strstr(err, "\n  calls      mmap "), "%s:\n%s", what, err);
+  cr_assert_geq(raw_field(err, "allocated"), 64 * MiB, "%s:\n%s", what, err);
+  cr_assert_geq(raw_field(err, "mapped"), 64 * MiB, "%s:\n%s", what, err);
+  cr_assert_gt(raw_field(err, "mmap"), 0, "%s:\n%s", what, err);
+}
+
+Test(stats_env, only_a_large_block_still_gets_stats_and_warnings) {
+  const char *bin = build("big", big_src, "");
+  int st = run_cmd(&r, CLEAN "EBB_STATS=1 " PRELOAD "'%s'", repo_root(), bin);
+  assert_ran(st, "EBB_STATS=1 big");
+  assert_big_summary(r.err, "EBB_STATS=1");
+  st = run_cmd(&r, CLEAN "EBB_DECAY_MS=abc " PRELOAD "'%s'", repo_root(), bin);
+  assert_ran(st, "EBB_DECAY_MS=abc big");
+  cr_assert_str_eq(
+      r.err,
+      "ebb: warning: EBB_DECAY_MS=abc is not valid (milliseconds, 0-86400000); keeping the default 250\n");
+  unlink(bin);
+}
+
+Test(stats_env, a_large_first_allocation_before_ebbs_constructor) {
+  char lib[4096];
+  snprintf(lib, sizeof lib, "'%s/build/libebb.a' -pthread", repo_root());
+  const char *bin = build("ctor", ctor_src, lib);
+  int st = run_cmd(&r, CLEAN "EBB_STATS=1 EBB_DECAY_MS=abc EBB_VERBOSE=1 '%s'", bin);
+  assert_ran(st, "the static program");
+  /* The program's constructor ran first, so what ebb printed at start-up
+   * comes after its line: ebb read its settings on the large malloc. */
+  const char *ctor = strstr(r.err, "program constructor\n"),
+             *warn = strstr(r.err, "ebb: warning: EBB_DECAY_MS=abc");
+  cr_assert(ctor && warn, "%s", r.err);
+  cr_assert_lt(ctor, warn, "the test is meant to run the program's constructor first:\n%s", r.err);
+  cr_assert_not_null(strstr(r.err, "ebb: EBB_STATS=1 (environment)\n"), "%s", r.err);
+  assert_big_summary(r.err, "static, constructor");
+  unlink(bin);
+}
+
+Test(stats_env, verbose_lists_the_settings_once) {
+  const char *bin = build("big", big_src, "");
+  int st =
+      run_cmd(&r, CLEAN "EBB_VERBOSE=1 EBB_DIRTY_MAX=0%% EBB_PURGE=free " PRELOAD "'%s'", repo_root(), bin);
+  assert_ran(st, "EBB_VERBOSE=1 big");
+  char want[1024];
+  snprintf(want, sizeof want,
+           "ebb: EBB_DECAY_MS=250 (default)\n"
+           "ebb: EBB_DIRTY_MAX=0%% (environment)\n"
+           "ebb: EBB_BACKGROUND=auto (default)\n"
+           "ebb: EBB_STATS=0 (default)\n"
+           "ebb: EBB_PURGE=free (environment)\n"
+           "ebb: EBB_VERBOSE=1 (environment)\n");
+  cr_assert_eq(strncmp(r.err, "ebb: version " EBB_VERSION_STRING ", pid ", 20), 0, "%s", r.err);
+  const char *rest = strchr(r.err, '\n') + 1;
+  cr_assert_str_eq(rest, want);
+  unlink(bin);
+}
+
+Test(stats_env, a_misspelt_variable_names_the_setting) {
+  const char *bin = build("big", big_src, "");
+  int st = run_cmd(&r, CLEAN "EBB_STAT=1 " PRELOAD "'%s'", repo_root(), bin);
+  assert_ran(st, "EBB_STAT=1 big");
+  cr_assert_str_eq(r.err,
+                   "ebb: warning: EBB_STAT=1 is not an ebb setting (did you mean EBB_STATS?); ignored\n");
+  unlink(bin);
+}
+
+Test(stats_env, json_parses_and_agrees_with_ebb_stats) {
+  const char *bin = build("mix", mix_src, "-ldl");
+  char out[4096], err[4096];
+  snprintf(out, sizeof out, "%s/stats-json-%d.out", tmp_dir(), (int)getpid());
+  snprintf(err, sizeof err, "%s/stats-json-%d.err", tmp_dir(), (int)getpid());
+  int st = run_cmd(&r, CLEAN "EBB_STATS=json " PRELOAD "'%s' >'%s' 2>'%s'", repo_root(), bin, out, err);
+  assert_ran(st, "EBB_STATS=json mix");
+  /* python3 checks the JSON; it prints OK or what is wrong. */
+  static const char check[] =
+      "import json, sys\n"
+      "err = open(sys.argv[2]).read()\n"
+      "lines = [l for l in err.splitlines() if l.startswith('{')]\n"
+      "assert len(lines) == 1 and err.endswith('}\\n'), 'one JSON line expected: %r' % err\n"
+      "d = json.loads(lines[0])\n"
+      "prog = dict(l.split('=') for l in open(sys.argv[1]).read().split())\n"
+      "prog = {k: int(v) for k, v in prog.items()}\n"
+      "keys = ['mapped', 'active', 'dirty', 'purged', 'allocated', 'mmap_calls', 'munmap_calls',\n"
+      "        'madvise_calls', 'arenas', 'peak_mapped', 'peak_active', 'peak_dirty', 'peak_allocated',\n"
+      "        'resident', 'threads', 'pid']\n"
+      "for k in keys: assert type(d[k]) is int and d[k] >= 0, k\n"
+      "assert d['version'] == '" EBB_VERSION_STRING "', d['version']\n"
+      "for k in ['mapped', 'active', 'dirty', 'allocated']:\n"
+      "    assert d['peak_' + k] >= d[k], (k, d)\n"
+      "assert d['allocated'] >= prog['live_requested'], (d['allocated'], prog)\n"
+      "assert d['allocated'] <= d['active'] <= d['mapped'], d\n"
+      "assert d['peak_allocated'] >= prog['allocated'], (d, prog)\n"
+      "assert abs(d['allocated'] - prog['allocated']) < (1 << 20), (d['allocated'], prog)\n"
+      "assert d['arenas'] == prog['arenas'] >= 1 and d['threads'] == prog['threads'] >= 1, (d, prog)\n"
+      "assert d['mmap_calls'] >= prog['mmap_calls'] > 0, (d, prog)\n"
+      "assert d['resident'] >= (1 << 20), d['resident']\n"
+      "by_size = {c['size']: c for c in d['classes']}\n"
+      "for c in d['classes']:\n"
+      "    assert c['pages'] > 0, c\n"
+      "    assert c['live_bytes'] == c['blocks'] * c['size'], c\n"
+      "    assert c['waste'] == c['span_bytes'] - c['live_bytes'], c\n"
+      "for size, n in [(48, 1000), (5120, 10), (106496, 3)]:\n"
+      "    assert size in by_size and by_size[size]['blocks'] >= n, (size, d['classes'])\n"
+      "print('OK')\n";
+  char script[4096];
+  snprintf(script, sizeof script, "%s/stats-json-%d.py", tmp_dir(), (int)getpid());
+  FILE *f = fopen(script, "w");
+  cr_assert_not_null(f);
+  fputs(check, f);
+  fclose(f);
+  st = run_cmd(&r, "python3 '%s' '%s' '%s'", script, out, err);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strncmp(r.out, "OK", 2) == 0,
+            "python3 json check %s:\n%s%s", describe_status(st), r.out, r.err);
+  unlink(script);
+  unlink(out);
+  unlink(err);
+  unlink(bin);
+}
+
+/* The row of class `size` in the EBB_STATS=2 table, or NULL. */
+static const char *class_row(const char *err, size_t size) {
+  const char *t = strstr(err, "       size  pages  live blocks  live bytes  span bytes       waste\n");
+  if (!t) return NULL;
+  char want[32];
+  snprintf(want, sizeof want, "\n  %9zu ", size);
+  return strstr(t - 1, want);
+}
+
+Test(stats_env, classes_table_lists_the_classes_used) {
+  const char *bin = build("mix", mix_src, "-ldl");
+  int st = run_cmd(&r, CLEAN "EBB_STATS=2 " PRELOAD "'%s'", repo_root(), bin);
+  assert_ran(st, "EBB_STATS=2 mix");
+  cr_assert_not_null(strstr(r.err, "\n  allocated "), "the summary comes first:\n%s", r.err);
+  size_t sizes[] = {48, 5120, 106496};
+  unsigned long long at_least[] = {1000, 10, 3};
+  for (int i = 0; i < 3; i++) {
+    const char *row = class_row(r.err, sizes[i]);
+    cr_assert_not_null(row, "no row for class %zu in:\n%s", sizes[i], r.err);
+    unsigned long long pages, blocks;
+    cr_assert_eq(sscanf(row + 12, "%llu %llu", &pages, &blocks), 2, "%.80s", row);
+    cr_assert(pages >= 1 && blocks >= at_least[i], "class %zu: %.80s", sizes[i], row + 1);
+  }
+  cr_assert_not_null(strstr(r.err, "\n      total "), "%s", r.err);
+  cr_assert_geq(raw_field(r.err, "allocated"), 64 * MiB);
+  unlink(bin);
+}
+
+Test(stats_env, malloc_stats_prints_the_summary) {
+  const char *bin = build("mix", mix_src, "-ldl");
+  int st = run_cmd(&r, CLEAN PRELOAD "'%s' malloc_stats", repo_root(), bin);
+  assert_ran(st, "mix malloc_stats");
+  cr_assert_eq(strncmp(r.err, "ebb " EBB_VERSION_STRING " stats, pid ", 20), 0, "%s", r.err);
+  cr_assert_null(strstr(r.err, "size classes"), "%s", r.err);
+  cr_assert_geq(raw_field(r.err, "allocated"), 64 * MiB);
+  unlink(bin);
+}
+
+Test(stats_env, stats_print_levels_in_process) {
+  int p[2];
+  cr_assert_eq(pipe(p), 0);
+  void *keep = malloc(hide_size(48));
+  ebb_stats_print(p[1], 0);
+  ebb_stats_print(p[1], EBB_STATS_JSON);
+  close(p[1]);
+  static char buf[1 << 16];
+  size_t n = 0;
+  ssize_t k;
+  while ((k = read(p[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)k;
+  close(p[0]);
+  buf[n] = 0;
+  cr_assert(n > 2 && buf[0] == '{' && buf[n - 1] == '\n', "level 0 writes nothing, json one line:\n%s", buf);
+  struct ebb_stats s;
+  ebb_stats(&s);
+  cr_assert_geq(s.peak_allocated, s.allocated);
+  cr_assert_geq(s.peak_mapped, s.mapped);
+  cr_assert_geq(s.peak_active, s.active);
+  cr_assert_geq(s.threads, 1);
+  cr_assert_gt(s.resident, 0);
+  free(keep);
+}
+
+/* A library built with -DEBB_DEFAULT_<NAME> says so under EBB_VERBOSE=1, and a
+ * percentage default is written OPT_PCT(n): the old negative form does not compile. */
+Test(stats_env, build_time_defaults_are_named) {
+  char lib[4096];
+  snprintf(lib, sizeof lib, "%s/stats-built-%d.so", tmp_dir(), (int)getpid());
+  const char *cc = getenv("CC");
+  const char *flags =
+      "-std=gnu11 -D_GNU_SOURCE -O0 -fPIC -shared -fvisibility=hidden -pthread -Iinclude -Iallocator";
+  int st = run_cmd(
+      &r, "%s %s -DEBB_DEFAULT_PURGE=1 '-DEBB_DEFAULT_DIRTY_MAX=OPT_PCT(25)' allocator/static.c -o '%s'",
+      cc && *cc ? cc : "cc", flags, lib);
+  cr_assert_eq(st, 0, "building the library: %s\n%s%s", describe_status(st), r.out, r.err);
+  const char *bin = build("big", big_src, "");
+  st = run_cmd(&r, CLEAN "EBB_VERBOSE=1 EBB_PURGE=dontneed LD_PRELOAD='%s' '%s'", lib, bin);
+  assert_ran(st, "EBB_VERBOSE=1 big with build-time defaults");
+  cr_assert_not_null(strstr(r.err, "\nebb: EBB_DIRTY_MAX=25% (build-time -DEBB_DEFAULT_DIRTY_MAX)\n"), "%s",
+                     r.err);
+  cr_assert_not_null(strstr(r.err, "\nebb: EBB_PURGE=dontneed (environment)\n"), "%s", r.err);
+  cr_assert_not_null(strstr(r.err, "\nebb: EBB_DECAY_MS=250 (default)\n"), "%s", r.err);
+  st = run_cmd(&r, "%s %s -DEBB_DEFAULT_DIRTY_MAX=-25 allocator/static.c -o '%s'", cc && *cc ? cc : "cc",
+               flags, lib);
+  cr_assert_neq(st, 0, "a negative EBB_DEFAULT_DIRTY_MAX compiled");
+  cr_assert_not_null(strstr(r.err, "EBB_DEFAULT_DIRTY_MAX is bytes, or OPT_PCT(n) for n percent"), "%s",
+                     r.err);
+  unlink(lib);
+  unlink(bin);
+}
+
+/* Whichever entry point a program calls first (here from a constructor that
+ * runs before ebb's, in a static link) reads the options: what EBB_VERBOSE=1
+ * prints at start-up comes out during that call. */
+static const char first_src[] =
+    "#include <malloc.h>\n"
+    "#include <stdlib.h>\n"
+    "#include <string.h>\n"
+    "#include <unistd.h>\n"
+    "#include \"ebb.h\"\n"
+    "void *volatile sink;\n"
+    "static void say(const char *s) { write(2, s, strlen(s)); }\n"
+    "__attribute__((constructor(101))) static void first(void) {\n"
+    "  const char *e = getenv(\"FIRST\");\n"
+    "  size_t big = (size_t)64 << 20;\n"
+    "  void *p = NULL;\n"
+    "  struct ebb_stats st;\n"
+    "  say(\"before\\n\");\n"
+    "  if (!strcmp(e, \"malloc\")) sink = malloc(16);\n"
+    "  else if (!strcmp(e, \"malloc_large\")) sink = malloc(big);\n"
+    "  else if (!strcmp(e, \"calloc\")) sink = calloc(1, 16);\n"
+    "  else if (!strcmp(e, \"calloc_large\")) sink = calloc(1, big);\n"
+    "  else if (!strcmp(e, \"realloc\")) sink = realloc(NULL, 16);\n"
+    "  else if (!strcmp(e, \"realloc_large\")) sink = realloc(NULL, big);\n"
+    "  else if (!strcmp(e, \"aligned\")) sink = aligned_alloc(4096, 4096);\n"
+    "  else if (!strcmp(e, \"aligned_large\")) sink = aligned_alloc((size_t)8 << 20, big);\n"
+    "  else if (!strcmp(e, \"posix_memalign\")) { if (!posix_memalign(&p, 256, 100)) sink = p; }\n"
+    "  else if (!strcmp(e, \"valloc\")) sink = valloc(100);\n"
+    "  else if (!strcmp(e, \"arena\")) sink = ebb_arena_create();\n"
+    "  else if (!strcmp(e, \"stats\")) ebb_stats(&st);\n"
+    "  else if (!strcmp(e, \"mallinfo2\")) (void)mallinfo2();\n"
+    "  say(\"after\\n\");\n"
+    "}\n"
+    "int main(void) { return 0; }\n";
+
+Test(stats_env, every_entry_point_reads_the_options_first) {
+  char lib[4096];
+  snprintf(lib, sizeof lib, "'%s/build/libebb.a' -pthread", repo_root());
+  const char *bin = build("first", first_src, lib);
+  const char *entries[] = {"malloc",        "malloc_large", "calloc",        "calloc_large",   "realloc",
+                           "realloc_large", "aligned",      "aligned_large", "posix_memalign", "valloc",
+                           "arena",         "stats",        "mallinfo2"};
+  for (size_t i = 0; i < ARRAY_LEN(entries); i++) {
+    int st = run_cmd(&r, CLEAN "FIRST=%s EBB_VERBOSE=1 EBB_STAT=1 '%s'", entries[i], bin);
+    assert_ran(st, entries[i]);
+    const char *before = strstr(r.err, "before\n"), *warn = strstr(r.err, "ebb: warning: EBB_STAT=1"),
+               *verbose = strstr(r.err, "ebb: EBB_VERBOSE=1 (environment)\n"),
+               *after = strstr(r.err, "after\n");
+    cr_assert(before && warn && verbose && after, "%s:\n%s", entries[i], r.err);
+    cr_assert(before < warn && warn < verbose && verbose < after,
+              "%s did not read the options when it ran first:\n%s", entries[i], r.err);
+  }
+  unlink(bin);
+}
