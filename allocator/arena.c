@@ -202,7 +202,11 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units) {
   a->chunks = c;
   stat_add(&a->mapped, (ptrdiff_t)CHUNK_SIZE);
   atomic_fetch_add_explicit(&mapped_total, CHUNK_SIZE, memory_order_relaxed);
-  return chunk_take_span(c, units, false);
+  uint64_t dirty_before = c->dirty_units; /* a warm pooled chunk: its resident units first */
+  page_t *pg = chunk_take_span(c, units, true);
+  if (!pg) pg = chunk_take_span(c, units, false);
+  if (pg) dirty_add(a, -(ptrdiff_t)((size_t)__builtin_popcountll(dirty_before & ~c->dirty_units) * UNIT_SIZE));
+  return pg;
 }
 
 static page_t *arena_page_new(arena_t *a, unsigned cls) {

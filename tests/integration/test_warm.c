@@ -1,0 +1,388 @@
+/* test_warm.c — memory that stays warm, on the real kernel: freed large blocks
+ * and destroyed or reset arenas are reused without page faults, and still go
+ * back to the kernel on the decay clock or at ebb_trim. The test process runs
+ * on libebb.so; faults are the process's minor faults (getrusage), counted
+ * over a measured stretch after a warm-up, with every page of every block
+ * written so that a block served from fresh memory would fault (one fault per
+ * 4 KiB page: a single 3 MiB block from fresh memory is ~770 faults). Bounds
+ * are absolute fault counts, never timings; each figure is logged. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ebb.h"
+#include "helpers.h"
+
+TestSuite(warm, .timeout = 120);
+
+#define PAGE 4096
+
+static long minflt(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* splitmix64, fixed seeds: a failure repeats */
+static uint64_t rnd(uint64_t *s) {
+  uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* One byte in every page and the last byte: faults every page in, as a full
+ * write would, at a fraction of the cost. */
+static void touch(char *p, size_t n, unsigned char v) {
+  volatile char *q = p;
+  for (size_t off = 0; off < n; off += PAGE) q[off] = (char)v;
+  q[n - 1] = (char)v;
+}
+
+/* memset that the compiler cannot drop as dead before a free */
+static void fill(void *p, int c, size_t n) {
+  memset(p, c, n);
+  hide_ptr(p);
+}
+
+/* The decay time the library runs with (EBB_DECAY_MS, default 250 ms). */
+static unsigned decay_ms(void) {
+  const char *s = getenv("EBB_DECAY_MS");
+  return s && *s >= '0' && *s <= '9' ? (unsigned)strtoul(s, NULL, 10) : 250;
+}
+
+/* ---------------------------------------------------------------- big-buffer churn */
+
+#define SLOTS 4
+#define CHURN_WARMUP 40
+#define CHURN_OPS 200
+
+/* 4 slots; each operation frees a random slot's buffer and mallocs base + 0–24 KiB
+ * in its place, writing every page. The freed buffer is cached, resident, and
+ * the request that follows (within 24 KiB of it; spans are rounded to 64 KiB)
+ * takes it whole, so each slot keeps its block. The slots are first filled at
+ * the largest size, so every page any later buffer writes was written before:
+ * after the warm-up, no operation has a page to fault in. */
+static void churn(size_t base) {
+  static char *slot[SLOTS];
+  static size_t len[SLOTS];
+  static unsigned char val[SLOTS];
+  const size_t extra = 24 * KiB;
+  uint64_t seed = base;
+  long faults = 0;
+  for (int op = 0; op < CHURN_WARMUP + CHURN_OPS; op++) {
+    if (op == CHURN_WARMUP) faults = minflt();
+    size_t i = op < SLOTS ? (size_t)op : rnd(&seed) % SLOTS;
+    size_t n = op < SLOTS ? base + extra : base + rnd(&seed) % (extra + 1);
+    if (slot[i]) cr_assert_eq((unsigned char)slot[i][len[i] - 1], val[i], "slot %zu lost its contents", i);
+    free(slot[i]);
+    slot[i] = malloc(n);
+    cr_assert_not_null(slot[i], "malloc(%zu)", n);
+    len[i] = n;
+    val[i] = (unsigned char)(op | 1);
+    touch(slot[i], n, val[i]);
+  }
+  faults = minflt() - faults;
+  for (int k = 0; k < SLOTS; k++) cr_assert(ebb_owns(slot[k]));
+  cr_log_info("big-buffer churn at %zu MiB: %ld faults over %d operations", base / MiB, faults, CHURN_OPS);
+  /* 0 expected; a slack of 4 covers stray faults of the test process itself
+   * (Criterion's runtime), against ~770 for one 3 MiB buffer from fresh
+   * memory, or 16 for one purged 64 KiB tail */
+  cr_assert_leq(faults, 4, "%zu MiB churn: %ld page faults over %d operations (%.2f per op)", base / MiB,
+                faults, CHURN_OPS, (double)faults / CHURN_OPS);
+  for (int k = 0; k < SLOTS; k++) free(slot[k]);
+}
+
+Test(warm, big_buffer_churn_3m) { churn(3 * MiB); }
+Test(warm, big_buffer_churn_8m) { churn(8 * MiB); }
+Test(warm, big_buffer_churn_20m) { churn(20 * MiB); }
+
+/* ---------------------------------------------------------------- per-request memory */
+
+#define REQ_SMALL 3000
+#define REQ_WARMUP 300
+#define REQ_MEASURED 100
+/* 0 expected. Bound: 16 faults over 100 requests, while a request served from
+ * fresh memory writes ~300 pages (450 KiB + ~800 KiB of small blocks): one
+ * request in a hundred going cold would exceed it several times over. */
+#define REQ_MAX_FAULTS 16
+
+enum req_kind { REQ_DESTROY, REQ_RESET, REQ_MALLOC };
+static void *req_block[REQ_SMALL + 1];
+
+static void *req_alloc(ebb_arena_t *a, size_t n) {
+  void *p = a ? ebb_arena_malloc(a, n) : malloc(n);
+  cr_assert_not_null(p, "allocating %zu", n);
+  fill(p, (int)(n & 0xff), n);
+  return p;
+}
+
+/* One request: a 450 KiB block and 3000 of 16–512 B, all written. */
+static void request(ebb_arena_t *a, uint64_t *seed) {
+  req_block[0] = req_alloc(a, 450 * KiB);
+  for (int i = 1; i <= REQ_SMALL; i++) req_block[i] = req_alloc(a, 16 + rnd(seed) % 497);
+  cr_assert_eq(((unsigned char *)req_block[0])[450 * KiB - 1], (unsigned char)((450 * KiB) & 0xff));
+}
+
+static void requests(enum req_kind kind) {
+  static const char *names[] = {"create/destroy", "one arena, reset", "malloc/free"};
+  uint64_t seed = 42 + kind;
+  ebb_arena_t *kept = kind == REQ_RESET ? ebb_arena_create() : NULL;
+  long faults = 0;
+  for (int r = 0; r < REQ_WARMUP + REQ_MEASURED; r++) {
+    if (r == REQ_WARMUP) faults = minflt();
+    ebb_arena_t *a = kind == REQ_DESTROY ? ebb_arena_create() : kept;
+    if (kind != REQ_MALLOC) cr_assert_not_null(a);
+    request(a, &seed);
+    if (kind == REQ_DESTROY) {
+      ebb_arena_destroy(a);
+    } else if (kind == REQ_RESET) {
+      ebb_arena_reset(a);
+    } else {
+      for (int i = REQ_SMALL; i >= 0; i--) free(req_block[i]);
+    }
+  }
+  faults = minflt() - faults;
+  cr_log_info("per-request (%s): %ld faults over %d requests", names[kind], faults, REQ_MEASURED);
+  cr_assert_leq(faults, REQ_MAX_FAULTS, "%s: %ld page faults over %d requests after %d warm-up ones",
+                names[kind], faults, REQ_MEASURED, REQ_WARMUP);
+  if (kept) ebb_arena_destroy(kept);
+}
+
+Test(warm, requests_in_arenas_created_and_destroyed) { requests(REQ_DESTROY); }
+Test(warm, requests_in_one_arena_reset) { requests(REQ_RESET); }
+Test(warm, requests_with_malloc_and_free) { requests(REQ_MALLOC); }
+
+/* ---------------------------------------------------------------- a growing vector */
+
+#define VEC_MAX (64 * MiB)
+#define VEC_CYCLES 6
+
+/* A vector grown by realloc from 1 KiB to 64 MiB by 1.5x, every new page
+ * written as it fills, then freed; repeated. The first cycle faults its 64 MiB
+ * in; later ones take the cached 64 MiB back (split, then grown into the rest
+ * of it in place). Bound: 10 faults a cycle (0 expected). */
+Test(warm, vector_growth_by_realloc_reuses_its_memory) {
+  for (int cycle = 0; cycle < VEC_CYCLES; cycle++) {
+    long f0 = minflt();
+    size_t cap = KiB, used = 0;
+    char *v = malloc(cap);
+    cr_assert_not_null(v);
+    for (;;) {
+      for (size_t off = used; off < cap; off += (off + PAGE) / PAGE * PAGE - off) v[off] = (char)(off >> 12);
+      v[cap - 1] = 7;
+      used = cap;
+      if (cap == VEC_MAX) break;
+      size_t next = cap + cap / 2 < VEC_MAX ? cap + cap / 2 : VEC_MAX;
+      char *w = realloc(v, next);
+      cr_assert_not_null(w, "realloc(%zu)", next);
+      cr_assert_eq(w[0], 0, "cycle %d: contents lost growing to %zu", cycle, next);
+      cr_assert_eq(w[used - 1], 7, "cycle %d: contents lost growing to %zu", cycle, next);
+      if (used > PAGE) cr_assert_eq(w[PAGE], 1);
+      w[used - 1] = (char)((used - 1) >> 12);
+      v = w;
+      cap = next;
+    }
+    free(v);
+    long faults = minflt() - f0;
+    cr_log_info("vector growth cycle %d: %ld faults", cycle, faults);
+    if (cycle == 0)
+      cr_assert_geq(faults, (long)(VEC_MAX / PAGE / 2), "the first cycle faults its memory in (%ld)", faults);
+    else
+      cr_assert_leq(faults, 10, "cycle %d of growing a vector to 64 MiB: %ld page faults", cycle, faults);
+  }
+}
+
+/* ---------------------------------------------------------------- memory goes back */
+
+#define BACK_LARGE 8
+/* 64 MiB in 8 large blocks and 64 MiB in a first-class arena (blocks of mixed
+ * sizes up to 3 MiB), all written. */
+static char *back_large[BACK_LARGE];
+static ebb_arena_t *fill_back(size_t *rss_full) {
+  for (int i = 0; i < BACK_LARGE; i++) {
+    back_large[i] = malloc(8 * MiB);
+    cr_assert_not_null(back_large[i]);
+    fill(back_large[i], i + 1, 8 * MiB);
+  }
+  ebb_arena_t *a = ebb_arena_create();
+  cr_assert_not_null(a);
+  static const size_t sizes[] = {48, 64, 700, 4000, 16384, 100000, 1 << 20, 3 << 20};
+  for (size_t total = 0, n = 0; total < 64 * MiB; n++) {
+    size_t s = sizes[n % ARRAY_LEN(sizes)];
+    void *p = ebb_arena_malloc(a, s);
+    cr_assert_not_null(p);
+    fill(p, 0x3c, s);
+    total += s;
+  }
+  *rss_full = rss_bytes();
+  return a;
+}
+
+static void release_back(ebb_arena_t *a) {
+  for (int i = 0; i < BACK_LARGE; i++) free(back_large[i]);
+  ebb_arena_destroy(a);
+}
+
+/* Freed, the 128 MiB stays resident (under the 256 MiB cap); with a few
+ * mallocs and frees a millisecond (the decay passes ride on them), it is
+ * back with the kernel within the decay time and a second. */
+Test(warm, freed_memory_goes_back_on_the_decay_clock) {
+  ebb_trim();
+  size_t rss0 = rss_bytes(), full;
+  ebb_arena_t *a = fill_back(&full);
+  cr_assert_geq(full, rss0 + 120 * MiB, "RSS %zu MiB -> %zu MiB with 128 MiB written", rss0 / MiB,
+                full / MiB);
+  release_back(a);
+  size_t warm = rss_bytes();
+  struct ebb_stats st;
+  ebb_stats(&st);
+  cr_assert_geq(st.dirty, 120 * MiB, "freed, it is counted dirty (%zu MiB)", st.dirty / MiB);
+  cr_assert_geq(warm + 8 * MiB, full, "freed, it stays resident at first: RSS %zu MiB -> %zu MiB", full / MiB,
+                warm / MiB);
+  uint64_t t0 = now_ms(), deadline = t0 + decay_ms() + 1000, t;
+  size_t rss;
+  while ((rss = rss_bytes()) + 120 * MiB > full && (t = now_ms()) < deadline) {
+    for (int i = 0; i < 4; i++) free(hide_ptr(malloc(64)));
+    usleep(1000);
+  }
+  t = now_ms();
+  cr_log_info("RSS %zu MiB full, %zu MiB freed, %zu MiB after %llu ms", full / MiB, warm / MiB, rss / MiB,
+              (unsigned long long)(t - t0));
+  cr_assert_leq(rss + 120 * MiB, full, "RSS %zu MiB -> %zu MiB %llu ms after freeing 128 MiB (decay %u ms)",
+                full / MiB, rss / MiB, (unsigned long long)(t - t0), decay_ms());
+  ebb_stats(&st);
+  cr_assert_lt(st.dirty, 8 * MiB, "dirty %zu MiB once decayed", st.dirty / MiB);
+}
+
+Test(warm, freed_memory_goes_back_at_once_on_trim) {
+  ebb_trim();
+  size_t full;
+  ebb_arena_t *a = fill_back(&full);
+  release_back(a);
+  size_t n = ebb_trim(), rss = rss_bytes();
+  cr_log_info("RSS %zu MiB full, %zu MiB after ebb_trim (%zu MiB returned)", full / MiB, rss / MiB, n / MiB);
+  cr_assert_geq(n, 120 * MiB, "ebb_trim returned %zu MiB", n / MiB);
+  cr_assert_leq(rss + 120 * MiB, full, "RSS %zu MiB -> %zu MiB at once after ebb_trim", full / MiB,
+                rss / MiB);
+  struct ebb_stats st;
+  ebb_stats(&st);
+  cr_assert_eq(st.dirty, 0);
+}
+
+Test(warm, malloc_trim_returns_cached_large_blocks) {
+  ebb_trim();
+  size_t rss0 = rss_bytes();
+  char *p = malloc(32 * MiB);
+  fill(p, 1, 32 * MiB);
+  size_t full = rss_bytes();
+  free(p);
+  size_t warm = rss_bytes();
+  cr_assert_geq(warm + 4 * MiB, rss0 + 32 * MiB, "freed, the block stays resident: RSS %zu -> %zu -> %zu KiB",
+                rss0 / KiB, full / KiB, warm / KiB);
+  cr_assert_eq(malloc_trim(0), 1, "malloc_trim reports that memory went back");
+  cr_assert_leq(rss_bytes(), rss0 + 4 * MiB);
+}
+
+/* ---------------------------------------------------------------- calloc of a reused block */
+
+Test(warm, calloc_of_a_reused_dirty_block_is_zero) {
+  static const size_t sizes[] = {3 * MiB, 8 * MiB + 5000, 20 * MiB};
+  for (size_t i = 0; i < ARRAY_LEN(sizes); i++) {
+    size_t n = sizes[i];
+    char *p = malloc(n);
+    fill(p, 0xff, n);
+    free(p);
+    char *q = calloc(1, n);
+    cr_assert_eq(q, p, "calloc(%zu) reuses the block just freed", n);
+    cr_assert_eq(first_nonzero(q, n), SIZE_MAX, "calloc(%zu) of a reused block is not zero", n);
+    fill(q, 0xee, n);
+    free(q);
+    q = calloc(n / 4096, 4096); /* the same, through the n * size product */
+    cr_assert_eq(q, p);
+    cr_assert_eq(first_nonzero(q, n / 4096 * 4096), SIZE_MAX);
+    free(q);
+  }
+  /* a piece of a bigger cached block (split on a 4 MiB boundary) */
+  ebb_trim();
+  char *p = malloc(16 * MiB);
+  fill(p, 0xff, 16 * MiB);
+  free(p);
+  char *q = calloc(5, MiB), *r = calloc(1, 7 * MiB);
+  cr_assert_eq(q, p);
+  cr_assert_eq(r, p + 8 * MiB, "the rest of it");
+  cr_assert_eq(first_nonzero(q, 5 * MiB), SIZE_MAX);
+  cr_assert_eq(first_nonzero(r, 7 * MiB), SIZE_MAX);
+  free(q);
+  free(r);
+}
+
+Test(warm, arena_calloc_after_reset_is_zero) {
+  ebb_arena_t *a = ebb_arena_create();
+  for (int round = 0; round < 3; round++) {
+    char *big = ebb_arena_calloc(a, 1, 6 * MiB), *mid = ebb_arena_calloc(a, 1, 300 * KiB);
+    char *small = ebb_arena_calloc(a, 10, 100);
+    cr_assert(big && mid && small);
+    cr_assert_eq(first_nonzero(big, 6 * MiB), SIZE_MAX, "round %d", round);
+    cr_assert_eq(first_nonzero(mid, 300 * KiB), SIZE_MAX, "round %d", round);
+    cr_assert_eq(first_nonzero(small, 1000), SIZE_MAX, "round %d", round);
+    fill(big, 0xab, 6 * MiB);
+    fill(mid, 0xab, 300 * KiB);
+    fill(small, 0xab, 1000);
+    ebb_arena_reset(a);
+  }
+  ebb_arena_destroy(a);
+}
+
+/* ---------------------------------------------------------------- ebb_arena_aligned_alloc */
+
+Test(warm, arena_aligned_alloc_alignments_and_sizes) {
+  ebb_arena_t *a = ebb_arena_create();
+  cr_assert_not_null(a);
+  static const size_t sizes[] = {1, 100, 4096, 65536, 1 * MiB, 2 * MiB, 2 * MiB + 1, 3 * MiB, 9 * MiB};
+  unsigned seed = 0;
+  for (size_t align = 1; align <= 8 * MiB; align *= 2)
+    for (size_t i = 0; i < ARRAY_LEN(sizes); i++) {
+      size_t n = sizes[i];
+      char *p = ebb_arena_aligned_alloc(a, align, hide_size(n));
+      cr_assert_not_null(p, "ebb_arena_aligned_alloc(%zu, %zu)", align, n);
+      cr_assert(is_aligned(p, align), "ebb_arena_aligned_alloc(%zu, %zu) = %p", align, n, p);
+      cr_assert(is_aligned(p, 16));
+      cr_assert(ebb_owns(p));
+      cr_assert_geq(malloc_usable_size(p), n);
+      words_fill(p, n, ++seed);
+      cr_assert_eq(words_check(p, n, seed), SIZE_MAX);
+      if (i % 3 == 0) free(p); /* a block of a first-class arena may be freed on its own */
+    }
+  ebb_arena_reset(a);
+  char *p = ebb_arena_aligned_alloc(a, 8 * MiB, 5 * MiB);
+  cr_assert(p && is_aligned(p, 8 * MiB), "after a reset: %p", p);
+  fill(p, 1, 5 * MiB);
+  static const size_t bad[] = {0, 3, 24, 4097, 3 * MiB, SIZE_MAX};
+  for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+    errno = 0;
+    void *q = ebb_arena_aligned_alloc(a, hide_size(bad[i]), 100);
+    int e = errno;
+    cr_assert_null(q, "alignment %zu", bad[i]);
+    cr_assert_eq(e, EINVAL, "alignment %zu: errno %d", bad[i], e);
+  }
+  errno = 0;
+  cr_assert_null(ebb_arena_aligned_alloc(a, 4096, hide_size(SIZE_MAX - 4096)));
+  cr_assert_eq(errno, ENOMEM);
+  ebb_arena_destroy(a);
+}

@@ -1,0 +1,812 @@
+/* Large blocks and their cache, over the fake OS and its clock: a freed block
+ * stays resident and is reused without a mapping; the fit rules (taken whole
+ * up to 25% larger, split on a 4 MiB boundary, or taken with its tail purged,
+ * grown in place when a little too small); decay and the cap unmapping cached
+ * blocks oldest first, ebb_trim; realloc growing into cached space and
+ * shrinking into it; the kernel refusing mappings (fake_fail_maps,
+ * fake_fail_resizes); first-class arenas leaving their memory warm (destroy,
+ * reset); and a seeded mix of all of it leaving nothing behind. ebb_* names,
+ * no override; each test is its own process, and the set-up trims, so the
+ * cache starts empty. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "arena.h"
+#include "huge.h"
+#include "registry.h"
+#include "ebb.h"
+#include "fake_os.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define DECAY 500
+
+static struct ebb_stats stats(void) {
+  struct ebb_stats s;
+  ebb_stats(&s);
+  return s;
+}
+
+static void activity(int n) { /* enough local frees for several clock reads (decay passes) */
+  for (int i = 0; i < n; i++) ebb_free(ebb_malloc(32));
+}
+
+/* Whether the page at p is mapped (mincore fails with ENOMEM on a hole). */
+static int mapped_at(const void *p) {
+  unsigned char v;
+  return mincore((void *)((uintptr_t)p & ~(uintptr_t)4095), 4096, &v) == 0;
+}
+
+static void fill(void *p, size_t n, unsigned seed) {
+  uint64_t *w = p;
+  for (size_t i = 0; i < n / 8; i++) w[i] = (i * 0x9E3779B97F4A7C15u) ^ seed;
+}
+/* Offset of the first word that differs, or SIZE_MAX. */
+static size_t check(const void *p, size_t n, unsigned seed) {
+  const uint64_t *w = p;
+  for (size_t i = 0; i < n / 8; i++)
+    if (w[i] != ((i * 0x9E3779B97F4A7C15u) ^ seed)) return i * 8;
+  return SIZE_MAX;
+}
+
+/* Registry leaves mapped so far (each one an os_map of its own, on demand). */
+static size_t leaves(void) {
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof reg_root / sizeof reg_root[0]; i++) n += atomic_load(&reg_root[i]) != NULL;
+  return n;
+}
+
+/* A large block of n bytes, every page written (so it is resident); the fake's
+ * counters start after it, so they show what the test's own steps cost. */
+static char *big(size_t n) {
+  char *p = ebb_malloc(n);
+  cr_assert_not_null(p, "malloc(%zu)", n);
+  memset(p, 0x5a, n);
+  fake_reset();
+  return p;
+}
+
+static void setup(void) {
+  opt.decay_ms = DECAY;
+  opt.dirty_max = (int64_t)1 << 40;
+  opt.background = 0;
+  activity(200);                 /* this thread's arena and its 32-byte page */
+  ebb_free(ebb_malloc(3 * MiB)); /* the descriptor slab and the registry leaf */
+  ebb_trim();
+  fake_reset();
+  cr_assert_eq(huge_cache_bytes(), 0);
+  cr_assert_eq(stats().dirty, 0, "the test starts with nothing dirty");
+}
+TestSuite(huge, .init = setup);
+
+/* ---------------------------------------------------------------- reuse */
+
+Test(huge, a_freed_block_stays_resident_and_is_reused_whole) {
+  char *p = big(8 * MiB);
+  struct ebb_stats s0 = stats();
+  ebb_free(p);
+  struct ebb_stats s1 = stats();
+  cr_assert_eq(s1.dirty, s0.dirty + 8 * MiB, "the cached block counts as dirty");
+  cr_assert_eq(s1.mapped, s0.mapped, "and stays mapped");
+  cr_assert_eq(s1.active, s0.active - 8 * MiB);
+  cr_assert_eq(fake_unmaps + fake_purges, 0, "nothing goes back to the kernel on free");
+
+  char *q = ebb_malloc(8 * MiB);
+  cr_assert_eq(q, p, "the same size takes the cached block");
+  cr_assert_eq(fake_maps, 0, "without a mapping");
+  cr_assert_eq(fake_unmaps + fake_purges + fake_resizes, 0);
+  cr_assert_eq((unsigned char)q[8 * MiB - 1], 0x5a, "its pages are still the resident ones");
+  cr_assert_eq(stats().dirty, s0.dirty);
+  cr_assert_eq(stats().active, s0.active);
+
+  ebb_free(q);
+  char *r = ebb_malloc(8 * MiB - 700 * KiB); /* a little smaller: within 25% */
+  cr_assert_eq(r, p, "a slightly smaller request takes it too");
+  cr_assert_eq(fake_maps + fake_purges, 0, "whole, nothing purged");
+  cr_assert_eq(huge_cache_bytes(), 0);
+  ebb_free(r);
+}
+
+Test(huge, spans_are_rounded_to_64k_so_nearby_sizes_share_a_block) {
+  char *p = big(6 * MiB + 1000); /* span 6 MiB + 64 KiB */
+  ebb_free(p);
+  cr_assert_eq(huge_cache_bytes(), 6 * MiB + 64 * KiB);
+  char *q = ebb_malloc(6 * MiB + 40 * KiB);
+  cr_assert_eq(q, p, "a slightly larger size within the rounded span takes the block");
+  cr_assert_eq(fake_maps + fake_resizes, 0);
+  cr_assert_geq(ebb_malloc_usable_size(q), 6 * MiB + 40 * KiB);
+  ebb_free(q);
+}
+
+Test(huge, calloc_clears_a_reused_block) {
+  char *p = big(8 * MiB);
+  ebb_free(p);
+  char *q = ebb_calloc(1, 8 * MiB - 4096);
+  cr_assert_eq(q, p, "calloc reuses the cached block");
+  cr_assert_eq(fake_maps, 0);
+  for (size_t i = 0; i < 8 * MiB - 4096; i += 8)
+    cr_assert_eq(*(uint64_t *)(q + i), 0, "byte %zu of a reused calloc block is not zero", i);
+  ebb_free(q);
+}
+
+/* A cached block a little too small (>= 7/8 of the need) grows in place: the
+ * address stays, only the growth is new. The range after it is made a hole
+ * first (a shrink gives the tail to the cache, trim unmaps it), so mremap can
+ * extend it. */
+Test(huge, a_cached_block_a_little_too_small_is_grown_in_place) {
+  char *p = big(12 * MiB);
+  cr_assert_eq(ebb_realloc(p, 7 * MiB + 512 * KiB), p);
+  cr_assert_eq(huge_cache_bytes(), 4 * MiB, "the shrink cached [8 MiB, 12 MiB)");
+  ebb_trim();
+  cr_assert_not(mapped_at(p + 8 * MiB), "trim unmapped the cached tail: a hole after the block");
+  ebb_free(p);
+  fake_reset();
+  size_t active = huge_active_bytes();
+  char *q = ebb_malloc(8 * MiB + 512 * KiB); /* 8 MiB >= 7/8 of 8.5 MiB */
+  cr_assert_eq(q, p, "the cached block was grown in place");
+  cr_assert_eq(fake_maps, 0, "no mapping");
+  cr_assert_eq(fake_resizes, 1, "one mremap in place");
+  cr_assert_eq((unsigned char)q[100], 0x5a, "its first pages are the resident ones");
+  cr_assert_eq(huge_cache_bytes(), 0);
+  cr_assert_eq(huge_active_bytes(), active + 8 * MiB + 512 * KiB);
+  memset(q, 1, 8 * MiB + 512 * KiB);
+  ebb_free(q);
+}
+
+Test(huge, a_cached_block_well_below_the_need_is_left_alone) {
+  char *p = big(6 * MiB);
+  ebb_free(p);
+  size_t leaves0 = leaves();
+  char *q = ebb_malloc(8 * MiB); /* 6 < 7/8 * 8 */
+  cr_assert_neq(q, p);
+  cr_assert_eq(fake_maps, 1 + leaves() - leaves0, "a fresh mapping (and a registry leaf if it needed one)");
+  cr_assert_eq(fake_resizes, 0);
+  cr_assert_eq(huge_cache_bytes(), 6 * MiB, "the smaller block stays cached");
+  ebb_free(q);
+}
+
+/* ---------------------------------------------------------------- the fit bound */
+
+Test(huge, up_to_a_quarter_larger_is_taken_whole) {
+  char *p = big(10 * MiB);
+  ebb_free(p);
+  size_t active = huge_active_bytes();
+  char *q = ebb_malloc(8 * MiB); /* 10 = 8 * 1.25 */
+  cr_assert_eq(q, p);
+  cr_assert_eq(fake_maps + fake_purges, 0, "taken whole, nothing purged");
+  cr_assert_eq(huge_active_bytes(), active + 10 * MiB, "the block owns the whole 10 MiB");
+  cr_assert_eq(huge_cache_bytes(), 0);
+  ebb_free(q);
+}
+
+Test(huge, just_over_a_quarter_larger_is_not_taken_as_is) {
+  char *p = big(10 * MiB + 64 * KiB);
+  ebb_free(p);
+  char *q = ebb_malloc(8 * MiB); /* 10 MiB + 64 KiB > 8 * 1.25; < 8 + 4: no split */
+  cr_assert_eq(q, p);
+  cr_assert_eq(fake_maps, 0);
+  cr_assert(fake_was_purged(p + 8 * MiB, 2 * MiB + 64 * KiB), "the unused tail is purged");
+  cr_assert_eq(fake_purged_bytes, 2 * MiB + 64 * KiB);
+}
+
+Test(huge, a_block_a_region_bigger_is_split_and_the_rest_stays_cached) {
+  char *p = big(16 * MiB);
+  ebb_free(p);
+  size_t active = huge_active_bytes();
+  char *q = ebb_malloc(5 * MiB); /* region 8 MiB; 16 >= 8 + 4 */
+  cr_assert_eq(q, p, "the block starts where the cached one did");
+  cr_assert_eq(fake_maps + fake_purges + fake_unmaps, 0);
+  cr_assert_eq(huge_active_bytes(), active + 8 * MiB, "it takes its own 4 MiB regions only");
+  cr_assert_eq(huge_cache_bytes(), 8 * MiB, "the rest stays cached");
+  cr_assert_eq(stats().dirty, 8 * MiB);
+  char *r = ebb_malloc(8 * MiB);
+  cr_assert_eq(r, p + 8 * MiB, "the rest is a block of its own, right after");
+  cr_assert_eq(fake_maps, 0);
+  cr_assert_eq((unsigned char)r[0], 0x5a, "still resident");
+  cr_assert_eq(huge_cache_bytes(), 0);
+  ebb_free(q);
+  ebb_free(r);
+  cr_assert_eq(huge_cache_bytes(), 16 * MiB, "the two halves merge again");
+  cr_assert_eq(ebb_malloc(15 * MiB), p, "and serve a request for nearly all of it");
+}
+
+Test(huge, split_exactly_at_one_region_more) {
+  char *p = big(12 * MiB);
+  ebb_free(p);
+  char *q = ebb_malloc(7 * MiB); /* region 8 MiB; 12 = 8 + 4: split */
+  cr_assert_eq(q, p);
+  cr_assert_eq(huge_cache_bytes(), 4 * MiB);
+  cr_assert_eq(fake_purges, 0);
+  cr_assert_eq(ebb_malloc(4 * MiB), p + 8 * MiB);
+  cr_assert_eq(fake_maps, 0);
+}
+
+Test(huge, a_somewhat_bigger_block_is_taken_and_its_tail_purged) {
+  char *p = big(11 * MiB);
+  ebb_free(p);
+  size_t active = huge_active_bytes();
+  char *q = ebb_malloc(7 * MiB); /* 11 > 7 * 1.25, 11 < 8 + 4: no split */
+  cr_assert_eq(q, p);
+  cr_assert_eq(fake_maps, 0);
+  cr_assert_eq(huge_cache_bytes(), 0, "taken whole");
+  cr_assert_eq(huge_active_bytes(), active + 11 * MiB);
+  cr_assert(fake_was_purged(p + 7 * MiB, 4 * MiB), "the unused 4 MiB tail was purged");
+  cr_assert_not(fake_was_purged(p, 64 * KiB), "the block itself was not");
+  cr_assert_eq((unsigned char)q[7 * MiB - 1], 0x5a);
+  cr_assert_eq(fake_purged_bytes, 4 * MiB, "only the tail");
+}
+
+Test(huge, the_smallest_fitting_block_is_chosen) {
+  char *a = big(16 * MiB), *b = big(9 * MiB), *c = big(8 * MiB + 64 * KiB);
+  ebb_free(a);
+  ebb_free(b);
+  ebb_free(c);
+  cr_assert_eq(ebb_malloc(8 * MiB), c, "of three that fit, the least waste");
+  cr_assert_eq(ebb_malloc(8 * MiB), b);
+  cr_assert_eq(ebb_malloc(8 * MiB), a, "then a split of the biggest");
+  cr_assert_eq(fake_maps, 0);
+  cr_assert_eq(huge_cache_bytes(), 8 * MiB);
+}
+
+/* ---------------------------------------------------------------- decay, cap, trim */
+
+Test(huge, cached_blocks_are_unmapped_as_each_one_decays) {
+  char *a = big(4 * MiB), *b = big(6 * MiB), *c = big(10 * MiB);
+  uint64_t t0 = fake_now;
+  ebb_free(a);
+  fake_now = t0 + 200;
+  ebb_free(b);
+  fake_now = t0 + 400;
+  ebb_free(c);
+  cr_assert_eq(huge_cache_bytes(), 20 * MiB);
+  struct {
+    uint64_t at;
+    size_t cached, unmaps;
+  } steps[] = {
+      {t0 + DECAY - 4, 20 * MiB, 0},   /* nothing before its time */
+      {t0 + DECAY, 16 * MiB, 1},       /* a (4 MiB) */
+      {t0 + DECAY + 196, 16 * MiB, 1}, /* b not yet */
+      {t0 + DECAY + 200, 10 * MiB, 2}, /* b (6 MiB) */
+      {t0 + DECAY + 396, 10 * MiB, 2}, /* c not yet */
+      {t0 + DECAY + 400, 0, 3},        /* c */
+  };
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    fake_now = steps[i].at;
+    activity(200); /* ticks: a decay pass (the global one runs at most every 4 ms) */
+    cr_assert_eq(huge_cache_bytes(), steps[i].cached, "at t0+%llu: cached %zu, want %zu",
+                 (unsigned long long)(steps[i].at - t0), huge_cache_bytes(), steps[i].cached);
+    cr_assert_eq(fake_unmaps, steps[i].unmaps, "at t0+%llu: %zu unmaps, want %zu",
+                 (unsigned long long)(steps[i].at - t0), fake_unmaps, steps[i].unmaps);
+  }
+  cr_assert_not(mapped_at(a));
+  cr_assert_not(mapped_at(b + 6 * MiB - 1));
+  cr_assert_not(mapped_at(c + 5 * MiB));
+  cr_assert_eq(stats().dirty, 0);
+}
+
+/* A program whose only activity is large blocks (a big-buffer loop) still
+ * returns the large blocks it no longer uses on the decay clock. */
+Test(huge, large_block_activity_alone_drives_decay) {
+  char *a = big(8 * MiB), *b = big(12 * MiB);
+  uint64_t t0 = fake_now;
+  ebb_free(a);
+  ebb_free(b);
+  for (int i = 0; i < 200; i++) { /* 1 s of 30 MiB buffers, one every 5 ms: no small block at all */
+    fake_now += 5;
+    char *p = ebb_malloc(30 * MiB);
+    cr_assert_not_null(p);
+    p[0] = 1;
+    ebb_free(p);
+  }
+  cr_assert_geq(fake_now, t0 + 2 * DECAY);
+  cr_assert_not(mapped_at(a), "the 8 MiB block freed %llu ms ago is still cached (cache %zu MiB)",
+                (unsigned long long)(fake_now - t0), huge_cache_bytes() / MiB);
+  cr_assert_not(mapped_at(b));
+}
+
+Test(huge, a_decay_pass_alone_returns_decayed_blocks) {
+  char *a = big(4 * MiB), *b = big(6 * MiB);
+  uint64_t t0 = fake_now;
+  ebb_free(a);
+  fake_now = t0 + 100;
+  ebb_free(b);
+  fake_now = t0 + DECAY + 50;
+  size_t n = arena_purge_all(false);
+  cr_assert_geq(n, 4 * MiB);
+  cr_assert_eq(huge_cache_bytes(), 6 * MiB);
+  cr_assert(mapped_at(b) && !mapped_at(a));
+}
+
+Test(huge, with_decay_0_nothing_is_kept) {
+  opt.decay_ms = 0;
+  char *p = big(8 * MiB);
+  size_t mapped = stats().mapped;
+  ebb_free(p);
+  cr_assert_eq(fake_unmaps, 1);
+  cr_assert_eq(huge_cache_bytes(), 0);
+  cr_assert_eq(stats().dirty, 0);
+  cr_assert_eq(stats().mapped, mapped - 8 * MiB);
+  cr_assert_not(mapped_at(p));
+}
+
+Test(huge, beyond_the_cap_the_oldest_cached_block_goes_first) {
+  opt.dirty_max = 12 * MiB;
+  char *a = big(4 * MiB), *b = big(6 * MiB), *c = big(5 * MiB), *d = big(3 * MiB);
+  uint64_t t0 = fake_now;
+  ebb_free(a);
+  fake_now = t0 + 10;
+  ebb_free(b);
+  cr_assert_eq(fake_unmaps, 0, "10 MiB: under the cap");
+  fake_now = t0 + 20;
+  ebb_free(c); /* 15 MiB: 3 over */
+  cr_assert_eq(fake_unmaps, 1, "the free that crossed the cap unmapped one block");
+  cr_assert_not(mapped_at(a), "the oldest");
+  cr_assert(mapped_at(b) && mapped_at(c));
+  cr_assert_eq(huge_cache_bytes(), 11 * MiB);
+  cr_assert_leq(stats().dirty, 12 * MiB);
+  fake_now = t0 + 30;
+  ebb_free(d); /* 14 MiB: 2 over */
+  cr_assert_eq(fake_unmaps, 2);
+  cr_assert_not(mapped_at(b), "then the next oldest");
+  cr_assert(mapped_at(c) && mapped_at(d));
+  cr_assert_eq(huge_cache_bytes(), 8 * MiB);
+  cr_assert_eq(ebb_malloc(5 * MiB), c, "what stays is still reused");
+}
+
+Test(huge, the_cache_keeps_at_most_64_extents) {
+  static char *p[HUGE_CACHE_MAX + 6];
+  size_t n = sizeof p / sizeof p[0];
+  for (size_t i = 0; i < n; i++) p[i] = ebb_malloc(3 * MiB);
+  for (size_t i = 0; i < n; i++) {
+    fake_now++;
+    ebb_free(p[i]);
+  }
+  cr_assert_eq(fake_unmaps, 6);
+  cr_assert_eq(huge_cache_bytes(), HUGE_CACHE_MAX * 3 * MiB);
+  for (size_t i = 0; i < 6; i++) cr_assert_not(mapped_at(p[i]), "block %zu, among the oldest, went", i);
+  for (size_t i = 6; i < n; i++) cr_assert(mapped_at(p[i]));
+}
+
+Test(huge, trim_returns_every_cached_block_and_its_bytes) {
+  char *a = big(4 * MiB), *b = big(6 * MiB), *c = big(10 * MiB);
+  struct ebb_stats s0 = stats();
+  ebb_free(a);
+  ebb_free(b);
+  ebb_free(c);
+  struct ebb_stats s1 = stats();
+  cr_assert_eq(s1.dirty, s0.dirty + 20 * MiB);
+  cr_assert_eq(s1.mapped, s0.mapped);
+  size_t n = ebb_trim();
+  cr_assert_geq(n, 20 * MiB, "trim counts the cached blocks' bytes (%zu)", n);
+  struct ebb_stats s2 = stats();
+  cr_assert_eq(s2.dirty, 0);
+  cr_assert_eq(s2.mapped, s0.mapped - 20 * MiB);
+  cr_assert_geq(s2.purged, s1.purged + 20 * MiB);
+  cr_assert_eq(fake_unmaps, 3);
+  cr_assert_eq(huge_cache_bytes(), 0);
+  cr_assert_not(mapped_at(a) || mapped_at(b) || mapped_at(c));
+}
+
+/* ---------------------------------------------------------------- realloc */
+
+Test(huge, realloc_shrink_gives_whole_regions_to_the_cache) {
+  char *p = big(16 * MiB);
+  fill(p, 5 * MiB, 7);
+  size_t active = huge_active_bytes();
+  size_t dirty = stats().dirty;
+  char *q = ebb_realloc(p, 5 * MiB);
+  cr_assert_eq(q, p, "a shrink stays in place");
+  cr_assert_eq(check(q, 5 * MiB, 7), SIZE_MAX, "contents kept");
+  cr_assert_eq(huge_cache_bytes(), 8 * MiB, "regions 3 and 4 (beyond region(5 MiB) = 8 MiB) are cached");
+  cr_assert_eq(huge_active_bytes(), active - 8 * MiB);
+  cr_assert_eq(stats().dirty, dirty + 8 * MiB);
+  cr_assert(fake_was_purged(p + 5 * MiB, 3 * MiB), "the rest of the kept span beyond the size is purged");
+  cr_assert_eq(fake_unmaps, 0);
+  char *r = ebb_malloc(8 * MiB);
+  cr_assert_eq(r, p + 8 * MiB, "the cached tail serves the next request");
+  cr_assert_eq(fake_maps, 0);
+  cr_assert_eq((unsigned char)r[8 * MiB - 1], 0x5a, "resident");
+}
+
+Test(huge, realloc_shrink_within_a_region_keeps_the_span) {
+  char *p = big(8 * MiB);
+  cr_assert_eq(ebb_realloc(p, 5 * MiB), p);
+  cr_assert_eq(huge_cache_bytes(), 0, "less than a whole region beyond: nothing cached");
+  cr_assert(fake_was_purged(p + 5 * MiB, 3 * MiB));
+  cr_assert_eq(ebb_realloc(p, 8 * MiB), p, "growing back within the span is free");
+  cr_assert_eq(fake_maps + fake_resizes + fake_moves, 0);
+}
+
+Test(huge, realloc_shrink_with_decay_0_unmaps_the_tail) {
+  opt.decay_ms = 0;
+  char *p = big(16 * MiB);
+  cr_assert_eq(ebb_realloc(p, 5 * MiB), p);
+  cr_assert_eq(huge_cache_bytes(), 0);
+  cr_assert_eq(fake_unmaps, 1);
+  cr_assert_not(mapped_at(p + 8 * MiB));
+}
+
+Test(huge, realloc_grows_into_the_cached_extent_right_after_it) {
+  char *p = big(16 * MiB);
+  ebb_free(p);
+  char *q = ebb_malloc(5 * MiB); /* split: [p, p+8M) a block, [p+8M, p+16M) cached */
+  cr_assert_eq(q, p);
+  fill(q, 5 * MiB, 3);
+  size_t active = huge_active_bytes();
+  fake_reset();
+  char *r = ebb_realloc(q, 12 * MiB);
+  cr_assert_eq(r, p, "grown in place");
+  cr_assert_eq(fake_maps + fake_resizes + fake_moves + fake_unmaps, 0, "no system call at all");
+  cr_assert_eq(check(r, 5 * MiB, 3), SIZE_MAX, "contents kept");
+  cr_assert_eq(huge_active_bytes(), active + 4 * MiB, "it took one region");
+  cr_assert_eq(huge_cache_bytes(), 4 * MiB, "the last region stays cached");
+  cr_assert_eq((unsigned char)r[12 * MiB - 1], 0x5a, "and the growth is resident memory");
+  char *s = ebb_realloc(r, 16 * MiB);
+  cr_assert_eq(s, p, "then the last region");
+  cr_assert_eq(fake_maps + fake_resizes + fake_moves, 0);
+  cr_assert_eq(huge_cache_bytes(), 0);
+  cr_assert_eq(check(s, 5 * MiB, 3), SIZE_MAX);
+  memset(s, 0, 16 * MiB);
+}
+
+/* Cached space of the same mapping that does not start right at the block's
+ * end is not the block's to grow into. */
+Test(huge, realloc_grows_only_into_cached_space_right_after_it) {
+  char *p = big(20 * MiB);
+  ebb_free(p);
+  char *a = ebb_malloc(3 * MiB); /* [p, p+4M) */
+  char *b = ebb_malloc(5 * MiB); /* [p+4M, p+12M); [p+12M, p+20M) stays cached */
+  cr_assert_eq(a, p);
+  cr_assert_eq(b, p + 4 * MiB);
+  cr_assert_eq(huge_cache_bytes(), 8 * MiB);
+  fill(a, 3 * MiB, 1);
+  fill(b, 5 * MiB, 2);
+  char *a2 = ebb_realloc(a, 9 * MiB);
+  cr_assert_not_null(a2);
+  cr_assert(a2 + 9 * MiB <= b || a2 >= b + 5 * MiB, "a grew over its neighbour: %p + 9 MiB, b %p", a2, b);
+  cr_assert_eq(check(a2, 3 * MiB, 1), SIZE_MAX);
+  memset(a2, 0x77, 9 * MiB);
+  cr_assert_eq(check(b, 5 * MiB, 2), SIZE_MAX, "the neighbour is intact");
+  cr_assert_eq(huge_cache_bytes(), 8 * MiB, "the cached extent is still cached");
+}
+
+Test(huge, realloc_growth_past_the_cached_extent_moves_without_losing_it) {
+  char *p = big(16 * MiB);
+  ebb_free(p);
+  char *q = ebb_malloc(5 * MiB);
+  fill(q, 5 * MiB, 9);
+  fake_reset();
+  char *r = ebb_realloc(q, 40 * MiB); /* more than the block and the cached 8 MiB */
+  cr_assert_not_null(r);
+  cr_assert_eq(check(r, 5 * MiB, 9), SIZE_MAX, "contents kept");
+  memset(r, 1, 40 * MiB);
+  cr_assert_eq(huge_cache_bytes(), 8 * MiB, "the cached extent is still there");
+  cr_assert(mapped_at(p + 8 * MiB));
+  char *s = ebb_malloc(8 * MiB);
+  cr_assert_eq(s, p + 8 * MiB);
+  cr_assert_eq((unsigned char)s[0], 0x5a);
+}
+
+/* ---------------------------------------------------------------- the kernel refusing */
+
+Test(huge, a_refused_mapping_is_enomem_and_leaks_nothing) {
+  struct ebb_stats s0 = stats();
+  size_t cached = huge_cache_bytes(), active = huge_active_bytes();
+  /* more failures than a descriptor slab holds: a descriptor lost per failure would show below */
+  for (int i = 0; i < 1500; i++) {
+    fake_fail_maps = 1 << 20;
+    errno = 0;
+    void *p = ebb_malloc(8 * MiB);
+    cr_assert_null(p, "attempt %d", i);
+    cr_assert_eq(errno, ENOMEM);
+  }
+  cr_assert_geq(fake_refused, 1500, "the kernel was asked");
+  cr_assert_eq(fake_maps, 0);
+  struct ebb_stats s1 = stats();
+  cr_assert_eq(s1.mapped, s0.mapped);
+  cr_assert_eq(s1.active, s0.active);
+  cr_assert_eq(s1.dirty, s0.dirty);
+  cr_assert_eq(huge_cache_bytes(), cached);
+  cr_assert_eq(huge_active_bytes(), active);
+  fake_fail_maps = 0;
+  size_t leaves0 = leaves();
+  char *p = ebb_malloc(8 * MiB);
+  cr_assert_not_null(p);
+  cr_assert_eq(fake_maps, 1 + leaves() - leaves0, "the block's mapping only: no descriptor slab was lost");
+  memset(p, 1, 8 * MiB);
+  ebb_free(p);
+}
+
+Test(huge, a_usable_cached_block_needs_no_mapping) {
+  char *p = big(8 * MiB);
+  ebb_free(p);
+  fake_fail_maps = 1 << 20;
+  char *q = ebb_malloc(7 * MiB);
+  cr_assert_eq(q, p, "served from the cache");
+  cr_assert_eq(fake_refused, 0, "the kernel was not even asked");
+  ebb_free(q);
+  char *r = ebb_calloc(1, 8 * MiB);
+  cr_assert_eq(r, p);
+  cr_assert_eq(fake_refused, 0);
+}
+
+Test(huge, a_refused_in_place_growth_falls_back_to_a_fresh_mapping) {
+  char *p = big(12 * MiB);
+  cr_assert_eq(ebb_realloc(p, 7 * MiB + 512 * KiB), p);
+  ebb_trim(); /* a hole after [p, p+8M) */
+  ebb_free(p);
+  fake_reset();
+  fake_fail_resizes = 1;
+  size_t leaves0 = leaves();
+  char *q = ebb_malloc(8 * MiB + 512 * KiB);
+  cr_assert_not_null(q);
+  cr_assert_eq(fake_refused, 1, "the growth in place was tried");
+  cr_assert_neq(q, p);
+  cr_assert_eq(fake_maps, 1 + leaves() - leaves0);
+  cr_assert_eq(huge_cache_bytes(), 8 * MiB, "the cached block stays cached");
+  cr_assert(mapped_at(p));
+  memset(q, 1, 8 * MiB + 512 * KiB);
+}
+
+Test(huge, a_refused_realloc_growth_keeps_the_block) {
+  char *p = big(8 * MiB);
+  fill(p, 8 * MiB, 5);
+  struct ebb_stats s0 = stats();
+  fake_fail_maps = 1 << 20;
+  fake_fail_resizes = 1 << 20;
+  errno = 0;
+  cr_assert_null(ebb_realloc(p, 20 * MiB));
+  cr_assert_eq(errno, ENOMEM);
+  cr_assert_gt(fake_refused, 0);
+  cr_assert(ebb_owns(p), "the block is still live");
+  cr_assert_eq(ebb_malloc_usable_size(p), 8 * MiB);
+  cr_assert_eq(check(p, 8 * MiB, 5), SIZE_MAX, "and intact");
+  struct ebb_stats s1 = stats();
+  cr_assert_eq(s1.mapped, s0.mapped);
+  cr_assert_eq(s1.active, s0.active);
+  fake_fail_maps = fake_fail_resizes = 0;
+  char *q = ebb_realloc(p, 20 * MiB);
+  cr_assert_not_null(q);
+  cr_assert_eq(check(q, 8 * MiB, 5), SIZE_MAX);
+  ebb_free(q);
+}
+
+/* ---------------------------------------------------------------- first-class arenas */
+
+#define SMALL_N 3000
+static void *small[SMALL_N];
+
+/* A request's worth of blocks in arena a: 3000 small ones, 450 KB, 8 MiB. */
+static void request(ebb_arena_t *a, void **mid, void **large) {
+  for (int i = 0; i < SMALL_N; i++) {
+    small[i] = ebb_arena_malloc(a, 16 + (size_t)(i * 37 % 497));
+    cr_assert_not_null(small[i]);
+    memset(small[i], i, 16);
+  }
+  *mid = ebb_arena_malloc(a, 450 * KiB);
+  memset(*mid, 1, 450 * KiB);
+  *large = ebb_arena_malloc(a, 8 * MiB);
+  memset(*large, 2, 8 * MiB);
+}
+
+Test(huge, arena_destroy_leaves_its_memory_warm_for_the_next_arena) {
+  ebb_arena_t *a = ebb_arena_create();
+  void *mid, *large;
+  request(a, &mid, &large);
+  chunk_t *chunk = chunk_of(small[0]);
+  struct ebb_stats s0 = stats();
+  ebb_arena_destroy(a);
+  struct ebb_stats s1 = stats();
+  cr_assert_eq(huge_cache_bytes(), 8 * MiB, "the large block is cached");
+  cr_assert_gt(chunk_pool_dirty(), 0, "the chunks are pooled, resident");
+  cr_assert_geq(s1.dirty, s0.dirty + 8 * MiB + 450 * KiB, "all of it counts as dirty");
+  cr_assert_eq(s1.mapped, s0.mapped, "nothing went back yet");
+  cr_assert_eq(fake_unmaps, 0);
+  fake_reset();
+  ebb_arena_t *b = ebb_arena_create();
+  void *mid2, *large2;
+  request(b, &mid2, &large2);
+  cr_assert_eq(fake_maps, 0, "the next arena's request maps nothing");
+  cr_assert_eq(chunk_of(small[0]), chunk, "it took the destroyed arena's chunk");
+  cr_assert_eq(large2, large, "and its large block");
+  cr_assert_eq(huge_cache_bytes(), 0);
+  ebb_arena_destroy(b);
+}
+
+Test(huge, pooled_chunks_are_taken_newest_first) {
+  ebb_arena_t *a = ebb_arena_create(), *b = ebb_arena_create();
+  void *pa = ebb_arena_malloc(a, 1000), *pb = ebb_arena_malloc(b, 1000);
+  cr_assert_neq(chunk_of(pa), chunk_of(pb));
+  ebb_arena_destroy(a);
+  fake_now += 10;
+  ebb_arena_destroy(b);
+  fake_reset();
+  ebb_arena_t *c = ebb_arena_create();
+  void *pc = ebb_arena_malloc(c, 1000);
+  cr_assert_eq(chunk_of(pc), chunk_of(pb), "the last destroyed arena's chunk comes first");
+  ebb_arena_t *d = ebb_arena_create();
+  void *pd = ebb_arena_malloc(d, 1000);
+  cr_assert_eq(chunk_of(pd), chunk_of(pa));
+  cr_assert_eq(fake_maps, 0, "no chunk mapped, no arena either");
+}
+
+static void *thread_block;
+static void *new_thread(void *arg) {
+  (void)arg;
+  thread_block = ebb_malloc(1000);
+  memset(thread_block, 3, 1000);
+  return NULL;
+}
+
+Test(huge, a_new_threads_arena_takes_pooled_chunks) {
+  ebb_arena_t *a = ebb_arena_create();
+  void *p = ebb_arena_malloc(a, 1000);
+  memset(p, 1, 1000);
+  chunk_t *chunk = chunk_of(p);
+  ebb_arena_destroy(a);
+  fake_reset();
+  pthread_t t;
+  pthread_create(&t, NULL, new_thread, NULL);
+  pthread_join(t, NULL);
+  cr_assert_eq(chunk_of(thread_block), chunk, "the thread's first chunk came from the pool");
+  cr_assert_eq(fake_maps, 0);
+  cr_assert(ebb_owns(thread_block));
+  ebb_free(thread_block);
+}
+
+Test(huge, arena_reset_frees_everything_and_keeps_it_warm) {
+  ebb_arena_t *a = ebb_arena_create();
+  void *mid, *large;
+  request(a, &mid, &large);
+  chunk_t *chunk = chunk_of(small[0]);
+  size_t active = stats().active;
+  ebb_arena_reset(a);
+  struct ebb_stats s = stats();
+  cr_assert_leq(s.active + 8 * MiB + 450 * KiB, active, "its blocks are free");
+  cr_assert_eq(huge_cache_bytes(), 8 * MiB);
+  cr_assert_eq(fake_unmaps + fake_purges, 0, "and its memory stays resident");
+  cr_assert_not(ebb_owns(small[0]));
+  cr_assert_not(ebb_owns(large));
+  for (int round = 0; round < 3; round++) {
+    fake_reset();
+    void *mid2, *large2;
+    request(a, &mid2, &large2);
+    cr_assert_eq(fake_maps, 0, "round %d: the request maps nothing", round);
+    cr_assert_eq(chunk_of(small[0]), chunk);
+    cr_assert_eq(large2, large);
+    ebb_arena_reset(a);
+  }
+  ebb_arena_destroy(a);
+}
+
+Test(huge, arena_destroy_with_decay_0_keeps_nothing) {
+  opt.decay_ms = 0;
+  ebb_arena_t *a = ebb_arena_create();
+  void *mid, *large;
+  request(a, &mid, &large);
+  ebb_arena_destroy(a);
+  cr_assert_eq(huge_cache_bytes(), 0);
+  cr_assert_eq(chunk_pool_dirty(), 0);
+  cr_assert_eq(stats().dirty, 0);
+  cr_assert_not(mapped_at(large));
+}
+
+Test(huge, arena_aligned_alloc) {
+  ebb_arena_t *a = ebb_arena_create();
+  errno = 0;
+  cr_assert_null(ebb_arena_aligned_alloc(a, 3 * 4096, 100));
+  cr_assert_eq(errno, EINVAL);
+  cr_assert_null(ebb_arena_aligned_alloc(a, 0, 100));
+  char *p = ebb_arena_aligned_alloc(a, 8 * MiB, 3 * MiB);
+  cr_assert_not_null(p);
+  cr_assert_eq((uintptr_t)p % (8 * MiB), 0);
+  memset(p, 1, 3 * MiB);
+  char *q = ebb_arena_aligned_alloc(a, 4096, 100 * KiB);
+  cr_assert_eq((uintptr_t)q % 4096, 0);
+  ebb_arena_destroy(a);
+  cr_assert_eq(huge_cache_bytes(), 3 * MiB, "the arena's aligned large block went to the cache");
+}
+
+/* ---------------------------------------------------------------- a seeded mix of every path */
+
+static uint64_t mix_next(uint64_t *s) {
+  uint64_t x = (*s += 0x9e3779b97f4a7c15ull);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+#define MIX_SLOTS 8
+#define MIX_RANGES 8192
+static struct {
+  char *p;
+  size_t n;
+} mix_seen[MIX_RANGES];
+static size_t mix_nseen;
+
+static void mix_note(char *p, size_t n) {
+  if (mix_nseen < MIX_RANGES) mix_seen[mix_nseen++].p = p, mix_seen[mix_nseen - 1].n = n;
+}
+
+/* 8 bytes at the start, the end and every 1 MiB of a block: its tag. */
+static void mix_fill(char *p, size_t n, uint64_t tag) {
+  for (size_t off = 0; off + 8 <= n; off += MiB) memcpy(p + off, &tag, 8);
+  memcpy(p + n - 8, &tag, 8);
+}
+static void mix_check(const char *p, size_t n, uint64_t tag, const char *what) {
+  for (size_t off = 0; off + 8 <= n; off += MiB) {
+    uint64_t v;
+    memcpy(&v, p + off, 8);
+    cr_assert_eq(v, tag, "%s: block %p (%zu B) overwritten at %zu", what, (void *)p, n, off);
+  }
+}
+
+/* malloc, calloc, aligned_alloc, realloc up and down, free, decay passes and
+ * cap trims in a seeded mix: contents stay, no two blocks overlap, and once
+ * all is freed and trimmed nothing is left mapped, active or cached. */
+Test(huge, a_seeded_mix_leaves_nothing_behind) {
+  uint64_t seed = 2024;
+  struct {
+    char *p;
+    size_t n;
+    uint64_t tag;
+  } s[MIX_SLOTS] = {{0}};
+  uint64_t tag = 0;
+  struct ebb_stats s0 = stats();
+  for (int op = 0; op < 1500; op++) {
+    unsigned i = (unsigned)(mix_next(&seed) % MIX_SLOTS), kind = (unsigned)(mix_next(&seed) % 8);
+    size_t n = 2 * MiB + 1 + mix_next(&seed) % (20 * MiB);
+    if (s[i].p) mix_check(s[i].p, s[i].n, s[i].tag, "before an operation");
+    if (s[i].p && kind < 3) { /* realloc */
+      char *q = ebb_realloc(s[i].p, n);
+      cr_assert_not_null(q);
+      size_t keep = n < s[i].n ? n : s[i].n;
+      uint64_t v;
+      memcpy(&v, q, 8);
+      cr_assert_eq(v, s[i].tag, "realloc %zu -> %zu lost the start", s[i].n, n);
+      if (keep >= MiB + 8) {
+        memcpy(&v, q + MiB, 8);
+        cr_assert_eq(v, s[i].tag, "realloc %zu -> %zu lost 1 MiB", s[i].n, n);
+      }
+      s[i].p = q;
+    } else {
+      ebb_free(s[i].p);
+      size_t align = (size_t)1 << (22 + mix_next(&seed) % 3);
+      s[i].p = kind == 3 ? ebb_calloc(1, n) : kind == 4 ? ebb_aligned_alloc(align, n) : ebb_malloc(n);
+      cr_assert_not_null(s[i].p);
+      if (kind == 3)
+        for (size_t off = 0; off < n; off += 256 * KiB) cr_assert_eq(s[i].p[off], 0, "calloc: byte %zu", off);
+      if (kind == 4) cr_assert_eq((uintptr_t)s[i].p % align, 0);
+    }
+    s[i].n = n;
+    s[i].tag = ++tag;
+    mix_fill(s[i].p, n, tag);
+    mix_note(s[i].p, n);
+    for (unsigned k = 0; k < MIX_SLOTS; k++) /* no overlap */
+      if (k != i && s[k].p)
+        cr_assert(s[k].p + s[k].n <= s[i].p || s[i].p + n <= s[k].p, "op %d: blocks %u and %u overlap", op, k,
+                  i);
+    fake_now += mix_next(&seed) % 8;
+    if (op % 50 == 0) activity(100); /* decay passes */
+    if (op % 500 == 250)
+      opt.dirty_max = 16 * MiB, ebb_free(ebb_malloc(3 * MiB)), opt.dirty_max = (int64_t)1 << 40;
+  }
+  for (unsigned k = 0; k < MIX_SLOTS; k++) {
+    mix_check(s[k].p, s[k].n, s[k].tag, "at the end");
+    ebb_free(s[k].p);
+  }
+  ebb_trim();
+  struct ebb_stats s1 = stats();
+  cr_assert_eq(huge_active_bytes(), 0, "active large bytes left: %zu", huge_active_bytes());
+  cr_assert_eq(huge_cache_bytes(), 0);
+  cr_assert_eq(s1.dirty, 0);
+  cr_assert_eq(s1.active, s0.active);
+  cr_assert_eq(s1.mapped, s0.mapped, "mapped %zu -> %zu", s0.mapped, s1.mapped);
+  for (size_t r = 0; r < mix_nseen; r++) {
+    cr_assert_not(mapped_at(mix_seen[r].p), "a block's range is still mapped: %p", (void *)mix_seen[r].p);
+    cr_assert_not(mapped_at(mix_seen[r].p + mix_seen[r].n - 1), "still mapped: the end of %p + %zu",
+                  (void *)mix_seen[r].p, mix_seen[r].n);
+  }
+}
