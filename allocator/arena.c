@@ -290,10 +290,11 @@ void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
  * purge free units, never a live thread's pages). Reusing the still-resident
  * units costs a lock, not a page fault. */
 void arena_free_local_slow(arena_t *a, page_t *pg) {
-  if (unlikely(--a->tick < 0)) arena_tick(a);
   if (pg->full) page_unmark_full(a, pg);
   if (pg->used == 0 && (a->direct[pg->cls] != pg || pg->units > 1) && !pg->remote_pending)
     arena_page_retire(a, pg, 0);
+  /* last: a decay pass may retire pg (found by UBSan: pg->cls read as PAGE_UNUSED) */
+  if (unlikely(--a->tick < 0)) arena_tick(a);
 }
 
 /* One CAS pushes b onto its page's remote list (b is already free to memcheck). */
@@ -673,7 +674,7 @@ void arena_class_stats(class_stat_t out[NCLASSES]) {
         if (cls >= NCLASSES) continue;
         out[cls].pages++;
         out[cls].blocks += relaxed_load(c->pages[i].used);
-        out[cls].span_bytes += (uint64_t)c->pages[i].units * UNIT_SIZE;
+        out[cls].span_bytes += (uint64_t)relaxed_load(c->pages[i].units) * UNIT_SIZE;
       }
     spin_unlock(&a->lock);
   }

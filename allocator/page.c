@@ -22,9 +22,9 @@ void page_init(page_t *pg, unsigned cls, char *start, struct arena *owner) {
   pg->full = pg->remote_pending = 0;
   pg->owner = owner;
   page_set_slow(pg, false);
-  pg->units = (uint8_t)ci->units;
+  relaxed_store(pg->units, (uint8_t)ci->units);
   relaxed_store(pg->head_back, 0);
-  pg->sub_shift = (uint8_t)ci->sub_shift;
+  relaxed_store(pg->sub_shift, (uint8_t)ci->sub_shift);
   relaxed_store(pg->block_size, ci->size);
   pg->capacity = ci->count;
   relaxed_store(pg->purged, 0);

@@ -106,8 +106,11 @@ EBB_INLINE uint32_t page_block_index(const page_t *pg, const void *p) {
 
 /* Mask of the granules that block i overlaps. */
 EBB_INLINE uint64_t page_block_granules(const page_t *pg, uint32_t i) {
-  size_t lo = (size_t)i * pg->block_size, hi = lo + pg->block_size - 1;
-  unsigned a = (unsigned)(lo >> pg->sub_shift), b = (unsigned)(hi >> pg->sub_shift);
+  /* relaxed: ebb_owns and other threads' frees call this on pages they do not own */
+  uint32_t size = relaxed_load(pg->block_size);
+  unsigned shift = relaxed_load(pg->sub_shift);
+  size_t lo = (size_t)i * size, hi = lo + size - 1;
+  unsigned a = (unsigned)(lo >> shift), b = (unsigned)(hi >> shift);
   uint64_t upto_b = b >= 63 ? ~(uint64_t)0 : ((uint64_t)1 << (b + 1)) - 1;
   return upto_b & ~(((uint64_t)1 << a) - 1);
 }
