@@ -16,7 +16,7 @@ LIB_SRC := $(wildcard allocator/*.c allocator/*.h include/ebb.h)
 EBB_VERSION := $(shell sed -n 's/^\#define EBB_VERSION_STRING "\(.*\)"/\1/p' include/ebb.h)
 
 .PHONY: all debug valgrind test bench bench-quick install clean deps-test deps-bench \
-        test-unit test-integration test-stress test-valgrind test-bench-smoke
+        test-unit test-integration test-stress test-valgrind test-bench-smoke test-fuzz-decay
 
 all: $(B)/libebb.so $(B)/libebb.a $(B)/ebb
 
@@ -112,8 +112,11 @@ test-integration: $(B)/tests/integration all
 test-stress: $(B)/tests/stress $(B)/tests/stress-debug
 	@$(SUITE) stress $(B)/tests/stress.log "{n} tests of threads, churn and fork on the release build, one at a time" \
 	  -- $(B)/tests/stress --jobs=1 --verbose
-	@EBB_STRESS_SCALE=4 $(SUITE) stress-debug $(B)/tests/stress-debug.log "the same {n} tests on the debug build (assertions and validators on), a quarter of the work" \
+	@EBBTEST_SCALE=4 $(SUITE) stress-debug $(B)/tests/stress-debug.log "the same {n} tests on the debug build (assertions and validators on), a quarter of the work" \
 	  -- $(B)/tests/stress-debug --jobs=1 --verbose
+test-fuzz-decay: $(B)/tests/stress
+	@EBB_DECAY_MS=1 $(SUITE) fuzz-decay $(B)/tests/fuzz-decay.log "the fuzzer again, with decay passes every millisecond" \
+	  -- $(B)/tests/stress --jobs=1 --verbose --filter 'fuzz/*'
 test-valgrind: $(B)/tests/api-vg
 	@# Criterion re-executes the binary for each test (hence trace-children); memcheck must
 	@# not swap its own malloc in for the one linked into the program (hence the synonym).
@@ -127,7 +130,8 @@ test-bench-smoke: all
 test: deps-test
 	rm -f $(B)/tests/*.log
 	$(MAKE) all debug valgrind
-	$(MAKE) test-bench-smoke test-unit test-integration test-stress test-valgrind
+	$(MAKE) test-bench-smoke test-unit test-integration test-stress test-fuzz-decay test-valgrind \
+	  test-asan test-asan-stress test-tsan
 	@cat $(B)/tests/*.log | sed -n 's/.*Synthesis: Tested: \([0-9]*\) | Passing: \([0-9]*\) | Failing: \([0-9]*\) | Crashing: \([0-9]*\).*/\2 \3 \4/p' | \
 	  awk '{p += $$1; f += $$2 + $$3} END {printf "make test: %d passed, %d failed\n", p, f; exit (f > 0 || p == 0)}'
 

@@ -5,7 +5,7 @@
  * exit 0, print the same stdout, and leave an `ebb stats:` line with mmap>0 on
  * stderr, which only a process that ran on ebb prints. Scratch space is a fresh
  * directory per test under build/tests/tmp, removed afterwards unless
- * EBB_KEEP_TMP=1. Tests share nothing, so Criterion may run them in parallel. */
+ * EBBTEST_KEEP_TMP=1. Tests share nothing, so Criterion may run them in parallel. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* strchrnul */
 #endif
@@ -24,7 +24,7 @@
 #define DR_SHOW 1500  /* bytes of a run's stderr quoted in a failure message */
 
 static char dr_build[PATH_MAX]; /* build/: two levels above this binary */
-static char dr_lib[PATH_MAX];   /* absolute path of libebb.so (EBB_DROPIN_LIB overrides) */
+static char dr_lib[PATH_MAX];   /* absolute path of libebb.so (EBBTEST_DROPIN_LIB overrides) */
 static char dr_dir[PATH_MAX];   /* tests/dropin: the scenarios */
 static char dr_tmp[PATH_MAX];   /* this test's scratch directory */
 
@@ -53,7 +53,7 @@ static void dr_init(void) {
   dr_cut(exe);
   dr_cut(exe);
   dr_fmt(dr_build, sizeof dr_build, "%s", exe);
-  const char *lib = getenv("EBB_DROPIN_LIB");
+  const char *lib = getenv("EBBTEST_DROPIN_LIB");
   dr_fmt(dr_lib, sizeof dr_lib, "%s/libebb.so", dr_build);
   if (lib && *lib) dr_fmt(dr_lib, sizeof dr_lib, "%s", lib);
   cr_assert_eq(access(dr_lib, R_OK), 0, "no %s: build it first (make all)", dr_lib);
@@ -69,7 +69,7 @@ static void dr_init(void) {
 }
 
 static void dr_fini(void) {
-  const char *keep = getenv("EBB_KEEP_TMP");
+  const char *keep = getenv("EBBTEST_KEEP_TMP");
   if (!dr_tmp[0] || (keep && *keep == '1')) return;
   char cmd[PATH_MAX + 16];
   dr_fmt(cmd, sizeof cmd, "rm -rf '%s'", dr_tmp);

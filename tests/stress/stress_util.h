@@ -1,12 +1,159 @@
 /* stress_util.h — what the stress tests share: work scaling, a seeded generator,
  * block sizes, address-keyed fill patterns, and a failure path that does not
  * allocate. Every .c file of tests/stress is linked into one Criterion binary, so
- * all of it is static inline (no clashes, no unused-function warnings). */
+ * all of it is static inline (no clashes, no unused-function warnings).
+ *
+ * The stress tests call the allocator only by its ebb_* names: in the normal
+ * build those are the very functions malloc, free, ... alias, and in the
+ * ThreadSanitizer build (tests/sanitize.mk, -DEBB_NO_OVERRIDE) they are the only
+ * way in, while Criterion and TSan's runtime keep glibc's malloc. */
 #ifndef STRESS_UTIL_H
 #define STRESS_UTIL_H
 
+#ifdef EBB_STRESS_NO_CRITERION
+/* ---------------------------------------------------------------- a stand-in for Criterion
+ * Criterion cannot start under ThreadSanitizer: its sandbox (BoxFort) maps its
+ * shared arena at a random address in a range TSan has reserved for itself
+ * ("Could not initialize inheritable arena", Snaipe/Criterion#274). The TSan
+ * build (tests/sanitize.mk) therefore force-includes this header first
+ * (-include, -DEBB_STRESS_NO_CRITERION): defining Criterion's include guard
+ * turns the tests' #include <criterion/criterion.h> into nothing, and the
+ * macros below stand in for the part of Criterion they use. As under Criterion,
+ * each test runs in a forked process (killed after its .timeout), --filter
+ * takes a pattern on suite/name, and the run ends with Criterion's Synthesis line. */
+#define CRITERION_H_
+#include <fnmatch.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h> /* criterion.h provides these two */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct { /* the Test() parameters Criterion has */
+  void (*init)(void), (*fini)(void);
+  int signal, exit_code; /* how the test must end: 0 and 0 for a normal return */
+  bool disabled;
+  const char *description;
+  unsigned timeout; /* seconds; 0: none */
+} shim_opts_t;
+typedef struct {
+  const char *suite, *name;
+  void (*fn)(void);
+  shim_opts_t opts;
+} shim_test_t;
+/* one registry for the whole binary: weak definitions in every file are merged */
+__attribute__((weak)) shim_test_t shim_tests[128];
+__attribute__((weak)) int shim_ntests;
+
+static inline void shim_register(const char *suite, const char *name, void (*fn)(void), shim_opts_t opts) {
+  if (shim_ntests == (int)(sizeof shim_tests / sizeof shim_tests[0])) abort();
+  shim_tests[shim_ntests++] = (shim_test_t){suite, name, fn, opts};
+}
+#define Test(suite, name, ...)                                                                               \
+  static void shim_test_##suite##_##name(void);                                                              \
+  __attribute__((constructor)) static void shim_reg_##suite##_##name(void) {                                 \
+    shim_register(#suite, #name, shim_test_##suite##_##name, (shim_opts_t){__VA_ARGS__});                    \
+  }                                                                                                          \
+  static void shim_test_##suite##_##name(void)
+
+__attribute__((format(printf, 5, 6))) static inline void shim_check(int ok, const char *file, int line,
+                                                                    const char *expr, const char *fmt, ...) {
+  if (ok) return;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "[----] %s:%d: Assertion failed: %s:%s\n", file, line, expr, msg);
+  exit(1);
+}
+/* " " __VA_ARGS__: the optional message is a format string literal, glued on */
+#define SHIM_CHECK(ok, expr, ...) shim_check((ok), __FILE__, __LINE__, expr, " " __VA_ARGS__)
+#define cr_assert(e, ...) SHIM_CHECK(!!(e), #e, __VA_ARGS__)
+#define cr_assert_not(e, ...) SHIM_CHECK(!(e), "!(" #e ")", __VA_ARGS__)
+#define cr_assert_eq(a, b, ...) SHIM_CHECK((a) == (b), #a " == " #b, __VA_ARGS__)
+#define cr_assert_neq(a, b, ...) SHIM_CHECK((a) != (b), #a " != " #b, __VA_ARGS__)
+#define cr_assert_lt(a, b, ...) SHIM_CHECK((a) < (b), #a " < " #b, __VA_ARGS__)
+#define cr_assert_leq(a, b, ...) SHIM_CHECK((a) <= (b), #a " <= " #b, __VA_ARGS__)
+#define cr_assert_gt(a, b, ...) SHIM_CHECK((a) > (b), #a " > " #b, __VA_ARGS__)
+#define cr_assert_geq(a, b, ...) SHIM_CHECK((a) >= (b), #a " >= " #b, __VA_ARGS__)
+#define cr_assert_null(p, ...) SHIM_CHECK((p) == NULL, #p " == NULL", __VA_ARGS__)
+#define cr_assert_not_null(p, ...) SHIM_CHECK((p) != NULL, #p " != NULL", __VA_ARGS__)
+#define cr_assert_str_eq(a, b, ...) SHIM_CHECK(strcmp((a), (b)) == 0, #a " equals " #b, __VA_ARGS__)
+#define cr_assert_str_neq(a, b, ...) SHIM_CHECK(strcmp((a), (b)) != 0, #a " differs from " #b, __VA_ARGS__)
+#define cr_log_info(...) (fprintf(stderr, "[----] " __VA_ARGS__), fputc('\n', stderr))
+#define cr_log_warn(...) cr_log_info(__VA_ARGS__)
+#define cr_log_error(...) cr_log_info(__VA_ARGS__)
+
+static inline double shim_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+__attribute__((weak)) int main(int argc, char **argv) {
+  const char *filter = "*";
+  int tested = 0, passed = 0, failed = 0, crashed = 0;
+  for (int i = 1; i < argc; i++) /* other options (--jobs=1, ...) are accepted and ignored */
+    if (!strcmp(argv[i], "--filter") && i + 1 < argc)
+      filter = argv[++i];
+    else if (!strncmp(argv[i], "--filter=", 9))
+      filter = argv[i] + 9;
+  for (int i = 1; i < shim_ntests; i++) /* by name, as Criterion orders them */
+    for (int j = i; j > 0; j--) {
+      shim_test_t *a = &shim_tests[j - 1], *b = &shim_tests[j];
+      int c = strcmp(a->suite, b->suite);
+      if (c < 0 || (c == 0 && strcmp(a->name, b->name) <= 0)) break;
+      shim_test_t t = *a;
+      *a = *b;
+      *b = t;
+    }
+  for (int i = 0; i < shim_ntests; i++) {
+    shim_test_t *t = &shim_tests[i];
+    char full[256];
+    snprintf(full, sizeof full, "%s/%s", t->suite, t->name);
+    if (fnmatch(filter, full, 0) != 0 || t->opts.disabled) continue;
+    fflush(NULL);
+    double start = shim_now();
+    pid_t pid = fork();
+    if (pid < 0) abort();
+    if (pid == 0) {
+      alarm(t->opts.timeout);
+      if (t->opts.init) t->opts.init();
+      t->fn();
+      if (t->opts.fini) t->opts.fini();
+      exit(0); /* not _exit: the sanitizer's report count sets the exit code at exit */
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+    }
+    tested++;
+    double secs = shim_now() - start;
+    int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0, code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (sig == t->opts.signal && (sig || code == t->opts.exit_code)) {
+      passed++;
+      fprintf(stderr, "[PASS] %s::%s: (%.2fs)\n", t->suite, t->name, secs);
+    } else if (!sig) {
+      failed++;
+      fprintf(stderr, "[FAIL] %s::%s: exit status %d (%.2fs)\n", t->suite, t->name, code, secs);
+    } else {
+      crashed++;
+      fprintf(stderr, "[FAIL] %s::%s: CRASH! signal %d%s (%.2fs)\n", t->suite, t->name, sig,
+              sig == SIGALRM ? " (timed out)" : "", secs);
+    }
+  }
+  fprintf(stderr, "[====] Synthesis: Tested: %d | Passing: %d | Failing: %d | Crashing: %d \n", tested, passed,
+          failed + crashed, crashed);
+  return failed + crashed || tested == 0;
+}
+#endif
+
 #include <ebb.h>
-#include <malloc.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,10 +161,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* EBB_STRESS_SCALE=n divides the work by n: the debug build (assertions and
+/* EBBTEST_SCALE=n divides the work by n: the debug build (assertions and
  * validators on) runs with 4 so that it stays within its time budget. */
 static inline size_t stress_scale(void) {
-  const char *s = getenv("EBB_STRESS_SCALE");
+  const char *s = getenv("EBBTEST_SCALE");
   long v = s ? strtol(s, NULL, 10) : 1;
   return v >= 1 ? (size_t)v : 1;
 }
@@ -149,14 +296,14 @@ static inline void blk_check(const blk_t *b, const char *where) {
 /* Checks what the allocator promises of any block: alignment, usable size, ownership. */
 static inline void blk_check_meta(const blk_t *b, const char *where) {
   if (((uintptr_t)b->p & 15) != 0) stress_die("%s: block %p misaligned", where, b->p);
-  if (malloc_usable_size(b->p) < b->size)
-    stress_die("%s: block %p usable size %zu < %zu", where, b->p, malloc_usable_size(b->p), b->size);
+  if (ebb_malloc_usable_size(b->p) < b->size)
+    stress_die("%s: block %p usable size %zu < %zu", where, b->p, ebb_malloc_usable_size(b->p), b->size);
   if (!ebb_owns(b->p)) stress_die("%s: ebb_owns(%p) is 0 for a live block", where, b->p);
 }
 
 /* A new pattern-filled block; tag must be unique across the test. */
 static inline blk_t blk_new(size_t size, uint64_t tag, const char *where) {
-  blk_t b = {malloc(size), size, tag};
+  blk_t b = {ebb_malloc(size), size, tag};
   if (!b.p) stress_die("%s: malloc(%zu) returned NULL", where, size);
   blk_check_meta(&b, where);
   blk_fill(&b);
@@ -165,7 +312,7 @@ static inline blk_t blk_new(size_t size, uint64_t tag, const char *where) {
 
 static inline void blk_free(blk_t *b, const char *where) {
   blk_check(b, where);
-  free(b->p);
+  ebb_free(b->p);
   b->p = NULL;
 }
 
@@ -176,7 +323,7 @@ static inline void blk_realloc(blk_t *b, size_t size, const char *where) {
   uintptr_t old = (uintptr_t)b->p; /* only printed once realloc has run */
   uint64_t oldkey = pat_key(b->p, b->tag);
   size_t oldsize = b->size, keep = size < oldsize ? size : oldsize;
-  void *q = realloc(b->p, size);
+  void *q = ebb_realloc(b->p, size);
   if (!q) stress_die("%s: realloc(%#lx, %zu) returned NULL", where, (unsigned long)old, size);
   size_t off = pat_walk(q, keep, oldsize, oldkey, 1);
   if (off != PAT_OK)

@@ -95,11 +95,11 @@ static void fk_run(int forks) {
   struct timespec nap = {0, 2 * 1000 * 1000};
   for (int iter = 0; iter < forks; iter++) {
     nanosleep(&nap, NULL); /* let the busy threads get deep into their loops */
-    void *p = malloc(100); /* the forking thread's own arena is in use too */
+    void *p = ebb_malloc(100); /* the forking thread's own arena is in use too */
     pid_t pid = fork();
     cr_assert_geq(pid, 0, "fork failed");
     if (pid == 0) fk_child(iter);
-    free(p);
+    ebb_free(p);
     int status = fk_wait(pid);
     cr_assert_neq(status, -1, "fork %d: child did not exit within %d s (deadlock after fork?)", iter,
                   FK_CHILD_WAIT);
@@ -120,8 +120,8 @@ Test(fork, child_allocates_while_parent_threads_busy, .timeout = 120) { fk_run((
 static void *fk_nested_busy(void *arg) {
   rng_t r = rng_seed(7700);
   while (!atomic_load_explicit(&fk_stop, memory_order_relaxed)) {
-    void *p = malloc(stress_size(&r));
-    free(p);
+    void *p = ebb_malloc(stress_size(&r));
+    ebb_free(p);
   }
   return arg;
 }
@@ -136,17 +136,17 @@ Test(fork, nested_fork, .timeout = 120) {
     if (pid == 0) {
       pthread_t c;
       if (pthread_create(&c, NULL, fk_nested_busy, NULL) != 0) _exit(3);
-      void *p = malloc(4096);
+      void *p = ebb_malloc(4096);
       pid_t g = fork();
       if (g == 0) {
-        free(p);
-        free(malloc(1 << 20));
+        ebb_free(p);
+        ebb_free(ebb_malloc(1 << 20));
         _exit(0);
       }
       int gs = fk_wait(g);
       atomic_store(&fk_stop, 1);
       pthread_join(c, NULL);
-      free(p);
+      ebb_free(p);
       _exit(g > 0 && gs >= 0 && WIFEXITED(gs) && WEXITSTATUS(gs) == 0 ? 0 : 4);
     }
     int status = fk_wait(pid);

@@ -18,7 +18,7 @@ static blk_t pt_alloc(rng_t *r, uint64_t tag) {
   switch (rng_below(r, 8)) {
   case 0: {
     size_t n = 1 + (size_t)rng_below(r, 8), each = (size + n - 1) / n;
-    unsigned char *p = calloc(n, each);
+    unsigned char *p = ebb_calloc(n, each);
     STRESS_CHECK(p != NULL);
     for (size_t i = 0; i < n * each; i += (i < 4096 ? 1 : 509))
       if (p[i]) stress_die("calloc(%zu, %zu) = %p: byte %zu is %d", n, each, (void *)p, i, p[i]);
@@ -27,19 +27,19 @@ static blk_t pt_alloc(rng_t *r, uint64_t tag) {
   }
   case 1: {
     size_t align = (size_t)16 << rng_below(r, 13); /* 16 B .. 64 KiB */
-    STRESS_CHECK(posix_memalign(&b.p, align, size) == 0);
+    STRESS_CHECK(ebb_posix_memalign(&b.p, align, size) == 0);
     if ((uintptr_t)b.p & (align - 1)) stress_die("posix_memalign(%zu) gave %p", align, b.p);
     break;
   }
   case 2: {
     size_t align = (size_t)8 << rng_below(r, 10);
-    b.p = aligned_alloc(align, (size + align - 1) & ~(align - 1));
+    b.p = ebb_aligned_alloc(align, (size + align - 1) & ~(align - 1));
     STRESS_CHECK(b.p != NULL);
     if ((uintptr_t)b.p & (align - 1)) stress_die("aligned_alloc(%zu) gave %p", align, b.p);
     break;
   }
   default:
-    b.p = malloc(size);
+    b.p = ebb_malloc(size);
     STRESS_CHECK(b.p != NULL);
   }
   blk_check_meta(&b, "pattern alloc");

@@ -7,7 +7,7 @@
  * collected those frees), then reused; threads starting and exiting while
  * arenas are destroyed, so their arenas take the pooled chunks. Every block's
  * contents are checked (stress_util.h patterns) before it is freed. Seeded;
- * the work is divided by EBB_STRESS_SCALE (stress_n). ebb_* names only. */
+ * the work is divided by EBBTEST_SCALE (stress_n). ebb_* names only. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <sched.h>

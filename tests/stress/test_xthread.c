@@ -114,7 +114,7 @@ static blk_t xc_body(void *p) {
 
 static void *xc_new(rng_t *r, uint64_t tag) {
   size_t size = XC_HDR + stress_size(r);
-  void *p = malloc(size);
+  void *p = ebb_malloc(size);
   STRESS_CHECK(p != NULL && ((uintptr_t)p & 15) == 0);
   uint64_t hdr[2] = {tag, size};
   memcpy(p, hdr, sizeof hdr);
@@ -132,14 +132,14 @@ static void xc_retire(rng_t *r, void *p) {
   if (rng_below(r, 4) == 0) {
     size_t size = body.size + XC_HDR;
     size_t nsize = size / 2 > XC_HDR ? size / 2 : size + 100;
-    char *q = realloc(p, nsize);
+    char *q = ebb_realloc(p, nsize);
     STRESS_CHECK(q != NULL);
     uint64_t hdr[2];
     memcpy(hdr, q, sizeof hdr);
     STRESS_CHECK(hdr[0] == body.tag && hdr[1] == size);
     p = q;
   }
-  free(p);
+  ebb_free(p);
 }
 
 static void *xc_thread(void *arg) {
@@ -148,8 +148,8 @@ static void *xc_thread(void *arg) {
   for (size_t i = 0; i < xc_ops; i++) {
     uint64_t tag = (id << 40) | (i + 1);
     void *p = xc_new(&r, tag);
-    void *tmp = malloc(stress_small_size(&r)); /* a window for a block handed out twice */
-    free(tmp);
+    void *tmp = ebb_malloc(stress_small_size(&r)); /* a window for a block handed out twice */
+    ebb_free(tmp);
     blk_t body = xc_body(p);
     STRESS_CHECK(body.tag == tag);
     blk_check(&body, "exchange own");

@@ -1,0 +1,121 @@
+/* test_threads_churn.c — mimalloc-bench's mleak shape, with default settings:
+ * round after round, a handful of threads each calloc 128 B, swap it into a
+ * shared slot and free what they got out, then exit; the creator joins them.
+ * glibc's pthread_create and pthread_join free memory (a new thread's DTV, the
+ * stack cache beyond its limit) while holding the stack-cache lock, so an
+ * allocator that starts its background thread from free deadlocks there
+ * (CONVENTIONS.md habit 15). A hang ends in Criterion's timeout.
+ * Variants: threads created by main, by another thread, and detached.
+ * tests/integration/test_preload_churn.c runs the same shape through
+ * LD_PRELOAD=libebb.so. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "stress_util.h"
+
+#define TC_THREADS 10 /* per round */
+#define TC_ROUNDS 500 /* release; stress_n scales it down for the debug build */
+#define TC_SLOTS 16   /* shared exchange slots */
+#define TC_BLOCK 128  /* bytes each thread callocs */
+#define TC_TIMEOUT 25 /* seconds: a deadlock shows as Criterion's timeout */
+
+static _Atomic(unsigned char *) tc_slots[TC_SLOTS];
+static atomic_uint tc_finished; /* workers past their last allocator call */
+
+/* The test is about the default configuration (EBB_BACKGROUND=auto): say so
+ * when the environment changes the allocator's settings. */
+static void tc_note_env(void) {
+  extern char **environ;
+  for (char **e = environ; *e; e++)
+    if (strncmp(*e, "EBB_", 4) == 0) /* test knobs are EBBTEST_*, not settings */
+      cr_log_warn("%s is set: this test is meant for ebb's default settings", *e);
+}
+
+/* A block in a slot is TC_BLOCK copies of its writer's mark. */
+static void *tc_worker(void *arg) {
+  uintptr_t id = (uintptr_t)arg;
+  unsigned char mark = (unsigned char)(id % 251 + 1);
+  unsigned char *p = ebb_calloc(1, TC_BLOCK);
+  STRESS_CHECK(p != NULL);
+  for (size_t i = 0; i < TC_BLOCK; i++) STRESS_CHECK(p[i] == 0);
+  memset(p, mark, TC_BLOCK);
+  unsigned char *old = atomic_exchange(&tc_slots[id % TC_SLOTS], p);
+  if (old) {
+    for (size_t i = 1; i < TC_BLOCK; i++)
+      if (old[i] != old[0]) stress_die("churn: block %p from a slot changed at byte %zu", (void *)old, i);
+    ebb_free(old);
+  }
+  atomic_fetch_add(&tc_finished, 1);
+  return NULL;
+}
+
+static void tc_drain_slots(void) {
+  for (int i = 0; i < TC_SLOTS; i++) ebb_free(atomic_exchange(&tc_slots[i], NULL));
+}
+
+/* Rounds of create + join, run by whichever thread calls it. */
+static void *tc_rounds_joined(void *arg) {
+  size_t rounds = (size_t)(uintptr_t)arg;
+  for (size_t r = 0; r < rounds; r++) {
+    pthread_t t[TC_THREADS];
+    for (int i = 0; i < TC_THREADS; i++)
+      if (pthread_create(&t[i], NULL, tc_worker, (void *)(uintptr_t)(r * TC_THREADS + (size_t)i)) != 0)
+        stress_die("churn: pthread_create failed in round %zu", r);
+    for (int i = 0; i < TC_THREADS; i++)
+      if (pthread_join(t[i], NULL) != 0) stress_die("churn: pthread_join failed in round %zu", r);
+  }
+  return NULL;
+}
+
+Test(threads_churn, mleak_rounds_from_main, .timeout = TC_TIMEOUT) {
+  tc_note_env();
+  size_t rounds = stress_n(TC_ROUNDS);
+  atomic_store(&tc_finished, 0);
+  tc_rounds_joined((void *)(uintptr_t)rounds);
+  cr_assert_eq(atomic_load(&tc_finished), rounds * TC_THREADS);
+  tc_drain_slots();
+}
+
+/* The creating and joining thread is not main (its arena and its glibc state
+ * are a thread's, not the initial thread's). */
+Test(threads_churn, mleak_rounds_from_a_thread, .timeout = TC_TIMEOUT) {
+  tc_note_env();
+  size_t rounds = stress_n(TC_ROUNDS);
+  atomic_store(&tc_finished, 0);
+  /* main allocates too, so the process has a live arena besides the spawner's */
+  void *keep = ebb_malloc(TC_BLOCK);
+  cr_assert_not_null(keep);
+  pthread_t spawner;
+  cr_assert_eq(pthread_create(&spawner, NULL, tc_rounds_joined, (void *)(uintptr_t)rounds), 0);
+  cr_assert_eq(pthread_join(spawner, NULL), 0);
+  cr_assert_eq(atomic_load(&tc_finished), rounds * TC_THREADS);
+  ebb_free(keep);
+  tc_drain_slots();
+}
+
+/* Detached threads: glibc frees their resources from the exiting thread itself
+ * (and reuses their stacks in the next pthread_create). Main waits for a round's
+ * workers through the counter, then briefly for their exits to complete. */
+Test(threads_churn, mleak_rounds_detached, .timeout = TC_TIMEOUT) {
+  tc_note_env();
+  size_t rounds = stress_n(TC_ROUNDS);
+  atomic_store(&tc_finished, 0);
+  pthread_attr_t attr;
+  cr_assert_eq(pthread_attr_init(&attr), 0);
+  cr_assert_eq(pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED), 0);
+  for (size_t r = 0; r < rounds; r++) {
+    for (int i = 0; i < TC_THREADS; i++) {
+      pthread_t t;
+      cr_assert_eq(pthread_create(&t, &attr, tc_worker, (void *)(uintptr_t)(r * TC_THREADS + (size_t)i)), 0,
+                   "pthread_create failed in round %zu", r);
+    }
+    while (atomic_load(&tc_finished) < (r + 1) * TC_THREADS) sched_yield();
+  }
+  pthread_attr_destroy(&attr);
+  struct timespec nap = {0, 20 * 1000 * 1000}; /* let the last exits finish */
+  nanosleep(&nap, NULL);
+  tc_drain_slots();
+}
