@@ -13,7 +13,7 @@
 #   smoke  every program once with tiny parameters under ebb only, < 30 s; exits
 #          non-zero if any program fails or is not served by the allocator asked for
 #          (make test)
-# Workloads: churn render floor prover growth larson loop (loop includes the
+# Workloads: churn render floor prover growth larson prodcons loop (loop includes the
 # callgrind instruction count) bigbuf reqarena vecgrow. Allocators: glibc glibc-notrim
 # glibc-mmap8m jemalloc jemalloc-bg mimalloc tcmalloc ebb ebb-bg. One that is not
 # installed is skipped with a message.
@@ -38,7 +38,7 @@ BIN=$HERE/build
 EBB_LIB=$HERE/../build/libebb.so
 
 MODE=full
-WORKLOADS="churn render floor prover growth larson loop bigbuf reqarena vecgrow"
+WORKLOADS="churn render floor prover growth larson prodcons loop bigbuf reqarena vecgrow"
 ALLOCATORS="glibc glibc-notrim glibc-mmap8m jemalloc jemalloc-bg mimalloc tcmalloc ebb ebb-bg"
 RUNS=""
 FLOOR_RUNS=""
@@ -64,7 +64,7 @@ parse_args() {
   done
   case "$MODE" in
     full) : "${RUNS:=5}" "${FLOOR_RUNS:=1}" "${CALLGRIND:=1}" ;;
-    quick) : "${RUNS:=3}" "${FLOOR_RUNS:=3}" "${CALLGRIND:=0}" ;;
+    quick) : "${RUNS:=3}" "${FLOOR_RUNS:=3}" "${CALLGRIND:=1}" ;;
     smoke) : "${RUNS:=1}" "${FLOOR_RUNS:=1}" "${CALLGRIND:=1}" ;;
     *) die "--mode is full, quick or smoke" ;;
   esac
@@ -158,8 +158,11 @@ cases() {
     full:larson) printf '%s\n' "t1|--threads 1 --ms 200" "t2|--threads 2 --ms 200" "t4|--threads 4 --ms 200" ;;
     quick:larson) echo "t2|--threads 2 --ms 200" ;;
     smoke:larson) echo "t2|--threads 2 --ms 50" ;;
+    full:prodcons) printf '%s\n' "p1|--pairs 1 --ms 300" "p2|--pairs 2 --ms 300" ;;
+    quick:prodcons) echo "p1|--pairs 1 --ms 200" ;;
+    smoke:prodcons) echo "p1|--pairs 1 --ms 30" ;;
     full:loop) printf '%s\n' "small|--iters 2000000" "callgrind|100000 300000" ;;
-    quick:loop) printf '%s\n' "small|--iters 3000000" "callgrind|50000 150000" ;;
+    quick:loop) printf '%s\n' "small|--iters 3000000" "callgrind|20000 60000" ;;
     smoke:loop) printf '%s\n' "small|--iters 10000" "callgrind|2000 4000" ;;
     # Big-buffer churn: ops sized so the slowest allocator takes 1–2 s per case (a
     # fault per 4 KiB page costs ~1.4 ms per op at 3 MiB, ~3.5 at 8, 8–16 at 20; glibc
@@ -180,7 +183,7 @@ cases() {
     full:vecgrow) echo "realloc|--cycles 8" ;;
     quick:vecgrow) echo "realloc|--cycles 3" ;;
     smoke:vecgrow) echo "realloc|--cycles 2 --max-mb 4" ;;
-    *) die "unknown workload '$1' (churn render floor prover growth larson loop bigbuf reqarena vecgrow)" ;;
+    *) die "unknown workload '$1' (churn render floor prover growth larson prodcons loop bigbuf reqarena vecgrow)" ;;
   esac
 }
 
@@ -235,6 +238,7 @@ case_label() {
     prover) echo "$(pl "${P[threads]}" thread) × ${P[mib]} MiB of 64 B–1 MiB scratch per round, $(pl "${P[rounds]}" round), $(fmt_ms "${P[idle-ms]}") idle after each" ;;
     growth) echo "a buffer grown by realloc 1.5× at a time from $(fmt_kib "${P[start-kb]}") to ${P[max-mb]} MiB, then freed; $(pl "${P[cycles]}" cycle) measured after ${P[warmup]} warm-up" ;;
     larson) echo "$(pl "${P[threads]}" thread), ${P[slots]} shared slots each, blocks of ${P[min]}–${P[max]} B, $(fmt_ms "${P[ms]}")" ;;
+    prodcons) echo "$(pl "${P[pairs]}" "producer/consumer pair"), messages of ${P[min]}–${P[max]} B through rings of ${P[ring]}, every free by the other thread, $(fmt_ms "${P[ms]}")" ;;
     loop) echo "${P[iters]} malloc/free pairs of 8–512 B in a window of 256 slots" ;;
     bigbuf) echo "4 slots; each op frees one and mallocs $(fmt_kib "${P[size-kb]}") + 0–${P[extra-kb]} KiB, a write per page; $(pl "${P[ops]}" op) measured after ${P[warmup]} warm-up" ;;
     reqarena)
@@ -258,7 +262,7 @@ guess_ms() {
   local t=${P[ms]:-0} gap=${P[gap-ms]:-0} cycles=${P[cycles]:-0} idle=${P[idle-ms]:-0} rounds=${P[rounds]:-0}
   case $1 in
     floor) echo $((t + 300)) ;;
-    larson) echo $((t + 100)) ;;
+    larson | prodcons) echo $((t + 100)) ;;
     churn) echo $((gap * cycles + 300)) ;;
     prover) echo $((idle * rounds + 300)) ;;
     *) echo 500 ;;

@@ -28,7 +28,7 @@ BEGIN {
   }
   split("churn:us_per_cycle churn:faults_per_cycle churn:rss_kb render:us_per_cycle floor:end_kb " \
         "prover:floor_kb prover:peak_kb prover:rounds_per_s growth:ms_per_cycle growth:faults_per_cycle " \
-        "larson:mops_per_s loop:ns_per_pair loop:ir_per_pair bigbuf:us_per_op bigbuf:faults_per_op " \
+        "larson:mops_per_s prodcons:mops_per_s loop:ns_per_pair loop:ir_per_pair bigbuf:us_per_op bigbuf:faults_per_op " \
         "reqarena:us_per_req reqarena:faults_per_req vecgrow:us_per_cycle vecgrow:faults_per_cycle " \
         "vecgrow:first_faults", H, " ")
   # Titles say what a workload is; the sizes, counts and times of each case are in
@@ -39,6 +39,7 @@ BEGIN {
   title["prover"] = "Prover scratch (a worker pool allocates and frees a scratch set per round, then idles)"
   title["growth"] = "Large growth (a buffer grown by realloc, then freed)"
   title["larson"] = "Larson server simulation (cross-thread frees)"
+  title["prodcons"] = "Producer/consumer (every block freed by the other thread of its pair)"
   title["loop"] = "Single-thread alloc/free loop"
   title["bigbuf"] = "Big-buffer churn (a few multi-MiB buffers freed and reallocated, a write per page)"
   title["reqarena"] = "Per-request arenas (a context block and many small blocks per request)"
