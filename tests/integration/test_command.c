@@ -161,6 +161,31 @@ Test(command, run_preloads_and_applies_settings) {
   cr_expect(strstr(r.err, "warning") == NULL, "ebb warned about a setting ebb run passed:\n%s", r.err);
 }
 
+/* What ebb itself reports: --stats=json gives one JSON object that parses (python3) and
+ * says ebb served the program; with EBB_VERBOSE=1, ebb lists the settings ebb run set as
+ * coming from the environment. */
+Test(command, run_settings_as_ebb_reports_them) {
+  const char *p = probe();
+  int st = run_cmd(&r,
+                   "env -u LD_PRELOAD EBB_VERBOSE=1 build/ebb run --stats=json --decay 123 --dirty-max 64M "
+                   "--background off -- '%s' 0 0 2>&1 >/dev/null | tee %s/cmd_json.txt | grep '^{' | "
+                   "python3 -c 'import json,sys; d=json.load(sys.stdin); print(\"version\", d[\"version\"]); "
+                   "print(\"mapped_ok\", d[\"mapped\"] >= d[\"active\"] >= 0)'",
+                   p, tmp_dir());
+  cr_assert_eq(st, 0, "--stats=json did not give one JSON object that parses: %s\n%s", r.out, r.err);
+  cr_expect(strstr(r.out, ebb_version()) != NULL, "JSON stats without ebb's version: %s", r.out);
+  cr_expect(strstr(r.out, "mapped_ok True") != NULL, "JSON stats inconsistent: %s", r.out);
+  st = run_cmd(&r, "cat %s/cmd_json.txt", tmp_dir());
+  cr_expect(strstr(r.out, "ebb: EBB_DECAY_MS=123 (environment)") != NULL, "no decay setting from ebb run:\n%s", r.out);
+  cr_expect(strstr(r.out, "ebb: EBB_DIRTY_MAX=64M (environment)") != NULL, "no dirty-max setting:\n%s", r.out);
+  cr_expect(strstr(r.out, "ebb: EBB_BACKGROUND=0 (environment)") != NULL ||
+                strstr(r.out, "ebb: EBB_BACKGROUND=off (environment)") != NULL,
+            "no background setting:\n%s", r.out);
+  cr_expect(strstr(r.out, "ebb: EBB_STATS=json (environment)") != NULL, "no stats setting:\n%s", r.out);
+  st = run_cmd(&r, "build/ebb run --stats=3 -- true");
+  cr_expect(exited_with(st, 2) && strstr(r.err, "--stats takes 1, 2 or json"), "--stats=3: %s", r.err);
+}
+
 Test(command, run_prepends_to_ld_preload_and_passes_signals) {
   const char *p = probe();
   int st = run_cmd(&r, "LD_PRELOAD=libm.so.6 build/ebb run '%s'", p); /* no "--": allowed */
