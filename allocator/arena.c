@@ -359,8 +359,10 @@ void arena_free_foreign(arena_t *mine, chunk_t *c, page_t *pg, block_t *b) {
   track_free(b);
   page_push_local(&mine->rc[cls], b);
   mine->fast[cls] = &mine->rc[cls];
-  if (unlikely(++mine->rcount[cls] * size > RCACHE_BYTES)) rcache_flush(mine, cls);
-  if (unlikely(--mine->tick < 0)) arena_tick(mine);
+  if (unlikely(++mine->rcount[cls] * size > RCACHE_BYTES)) {
+    rcache_flush(mine, cls);
+    if (unlikely(--mine->tick < 0)) arena_tick(mine); /* a slow-path event; a plain push is not */
+  }
 }
 
 /* ------------------------------------------------------------ decay */

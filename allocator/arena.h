@@ -65,7 +65,7 @@ EBB_INLINE void arena_set_direct(arena_t *a, unsigned c, page_t *pg) {
 }
 extern page_t page_empty; /* direct[] points here while a class has no page */
 
-#define TICK_FREES 16              /* slow-path events (refills, retirements, foreign frees) between clock reads */
+#define TICK_FREES 64              /* slow-path events (refills, retirements, cache flushes) between clock reads */
 #define RCACHE_BYTES 16384         /* per class, the most another thread's freed blocks a thread keeps */
 #define GLOBAL_CHECK_MS 4          /* the global purge runs at most this often */
 #define PASS_PAGES 256             /* pages one bounded purge pass examines on a thread's own time */
