@@ -119,7 +119,12 @@ EBB_INLINE void *arena_pop(arena_t *a, unsigned c) {
   block_t *b = pg->free;
   if (unlikely(b == NULL)) return NULL;
   track_open(b, sizeof *b);
-  pg->free = b->next;
+  block_t *next = b->next;
+  pg->free = next;
+  /* The list ran dry: the next malloc of the class pops from the class's page
+   * (a no-op unless this was the remote-free cache, which a server empties
+   * after nearly every block another thread hands over). */
+  if (unlikely(next == NULL)) a->fast[c] = a->direct[c];
   relaxed_store(b->cookie, 0);
   relaxed_store(pg->used, pg->used + 1);
   track_malloc(b, pg->block_size, false);
