@@ -188,7 +188,7 @@ bool os_thread_init(void) {
   return f != NULL;
 }
 
-int os_pthread_create(void *thread, const void *attr, void *(*fn)(void *), void *arg) {
+static int real_create(void *thread, const void *attr, void *(*fn)(void *), void *arg) {
   if (!os_thread_init()) {
     static const char msg[] = "ebb: pthread_create(): no libc pthread_create in this fully static program; "
                               "link it with -Wl,-u,__pthread_create_2_1\n";
@@ -205,11 +205,29 @@ bool os_thread_start(void *(*fn)(void *)) {
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 64 * 1024);
-  int rc = os_pthread_create(&t, &attr, fn, NULL);
+  int rc = real_create(&t, &attr, fn, NULL);
   pthread_attr_destroy(&attr);
   errno = saved;
   return rc == 0;
 }
+
+static void (*_Atomic before_create)(void);
+
+void os_on_thread_create(void (*hook)(void)) { atomic_store_explicit(&before_create, hook, memory_order_release); }
+
+#ifndef EBB_NO_OVERRIDE
+/* jemalloc's way to learn that a process becomes multi-threaded: ebb defines
+ * pthread_create, runs the hook (which starts the background thread) in the
+ * creating thread, where no libc lock is held, then calls libc's. Weak, so a
+ * program (or a tool) that defines its own pthread_create links against
+ * libebb.a without a clash: its definition wins and this hook does not run. */
+__attribute__((weak, visibility("default"))) int pthread_create(pthread_t *t, const pthread_attr_t *attr,
+                                                                void *(*fn)(void *), void *arg) {
+  void (*hook)(void) = atomic_load_explicit(&before_create, memory_order_acquire);
+  if (hook) hook();
+  return real_create(t, attr, fn, arg);
+}
+#endif
 
 static pthread_key_t exit_key;
 

@@ -35,13 +35,14 @@ void os_sleep_ms(uint64_t ms);   /* nanosleep; only the background thread sleeps
 /* Threads. libc may hold internal locks while it calls malloc or free (glibc's
  * stack-cache lock in pthread_create and pthread_join, ld.so's locks, fork's
  * atfork lock), so none of these may be called from a malloc/free/realloc path:
- * only from ebb's constructor, its pthread_create wrapper, or the background
- * thread. See docs/architecture.md, "Threads, fork". */
+ * only from ebb's constructor, the pthread_create wrapper below, or the
+ * background thread. See docs/architecture.md, "Threads, fork". */
 /* Finds libc's own pthread_create behind ebb's wrapper; false if there is none
  * (a fully static link without -Wl,-u,__pthread_create_2_1). */
 bool os_thread_init(void);
-/* libc's pthread_create, for ebb's wrapper (returns EAGAIN if there is none). */
-int os_pthread_create(void *thread, const void *attr, void *(*fn)(void *), void *arg);
+/* Runs hook in every thread that calls pthread_create, before the thread is
+ * created (ebb's pthread_create wrapper lives here, with the call to libc's). */
+void os_on_thread_create(void (*hook)(void));
 /* Starts a detached thread running fn(NULL) on a small stack. */
 bool os_thread_start(void *(*fn)(void *));
 /* One pthread key whose destructor runs at every thread's exit with the value set. */

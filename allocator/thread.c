@@ -1,14 +1,11 @@
 /* thread.c — owns process set-up, thread binding and exit, fork, and the
  * background thread (thread.h).
  * May call: arena, options, os (its thread functions only from the constructor,
- * the pthread_create wrapper and the background thread itself).
+ * os.c's pthread_create wrapper (through a hook) and the background thread itself).
  * Must never: start a thread, sleep, or call pthread_atfork from a
  * malloc/free/realloc path (glibc calls free with internal locks held). */
 #include "thread.h"
 #include "os.h"
-#ifndef EBB_NO_OVERRIDE
-#include <pthread.h>
-#endif
 
 __thread int spin_fork_holder __attribute__((tls_model("initial-exec")));
 
@@ -115,19 +112,17 @@ bool thread_background_start(void) {
 
 /* Runs before the program's own constructors (priority 101) in a static link,
  * and before the executable's with LD_PRELOAD or -lebb. */
+/* Called by os.c's pthread_create wrapper in the creating thread: a process
+ * about to get a second thread starts the purge thread (EBB_BACKGROUND=auto). */
+static void thread_before_create(void) {
+  if (opt.background != 0) thread_background_start();
+}
+
 __attribute__((constructor(101))) static void thread_constructor(void) {
   thread_process_init();
   os_thread_init();
+  os_on_thread_create(thread_before_create);
   os_atfork(fork_prepare, fork_parent, fork_child);
   if (opt.background == 1) thread_background_start();
 }
 
-#ifndef EBB_NO_OVERRIDE
-/* jemalloc's way to learn that a process becomes multi-threaded: the first
- * pthread_create starts the background thread (EBB_BACKGROUND=auto), from the
- * creating thread's context, where no libc lock is held. */
-EBB_EXPORT int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
-  if (opt.background != 0) thread_background_start();
-  return os_pthread_create(t, attr, fn, arg);
-}
-#endif

@@ -1,7 +1,7 @@
 /* thread.h — owns the process and thread lifecycle: set-up (options, classes,
  * keys; once, from a constructor or lazily from the first allocation), binding
  * a thread to an arena and abandoning it at exit, fork handling, and the
- * background purge thread with the pthread_create wrapper that starts it.
+ * background purge thread, started by the hook os.c's pthread_create wrapper runs.
  * Layer: above arena, os. Nothing here runs a libc call that may take a libc
  * lock on a malloc/free path: those (pthread_create, pthread_atfork) run only
  * from the constructor and the pthread_create wrapper. */

@@ -9,6 +9,7 @@
 #include <criterion/criterion.h>
 #include <regex.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/wait.h>
 
 #include "ebb.h"
@@ -22,9 +23,11 @@ static struct cmd_result r; /* large: not on the stack */
   "^(ebb_[a-z_0-9]+|malloc|free|cfree|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|memalign|"    \
   "valloc|pvalloc|malloc_usable_size|free_sized|free_aligned_sized|"                                         \
   "__libc_(malloc|free|calloc|realloc|memalign|valloc|pvalloc)|__posix_memalign|malloc_trim|malloc_stats|"   \
-  "mallinfo|mallinfo2|malloc_info|mallopt|pthread_create|_Zn[wa].*|_Zd[la].*)$"
+  "mallinfo|mallinfo2|malloc_info|mallopt|_Zn[wa].*|_Zd[la].*)$"
 
-/* Every global symbol defined in build/libebb.a is a public name. */
+/* Every global symbol defined in build/libebb.a is a public name; the one
+ * other name ebb defines, pthread_create (its wrapper, to learn when a process
+ * gets a second thread), is weak, so a program's own definition wins. */
 Test(symbols, archive_exports_only_public_names) {
   int st = run_cmd(&r, "nm -g --defined-only build/libebb.a");
   cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "nm -g --defined-only build/libebb.a %s:\n%s",
@@ -41,6 +44,7 @@ Test(symbols, archive_exports_only_public_names) {
     name++;
     total++;
     if (regexec(&re, name, 0, NULL, 0) == 0) continue;
+    if (strcmp(name, "pthread_create") == 0 && name - line >= 2 && name[-2] == 'W') continue;
     bad_count++;
     bad_len += (size_t)snprintf(bad + bad_len, sizeof bad - bad_len, " %s", name);
     if (bad_len >= sizeof bad) bad_len = sizeof bad - 1;
@@ -50,8 +54,8 @@ Test(symbols, archive_exports_only_public_names) {
   cr_assert_eq(bad_count, 0, "build/libebb.a exports %d non-public names (of %d):%s", bad_count, total, bad);
 }
 
-/* A program with its own opt, page_init, spin_lock, chunk_new, arena_tls and
- * os_map links with the archive and runs on ebb. */
+/* A program with its own opt, page_init, spin_lock, chunk_new, arena_tls, os_map
+ * and pthread_create links with the archive and runs on ebb. */
 Test(symbols, program_defining_internal_names_links) {
   int st = compile_program(&r, NULL, "clash.c", "clash", "-O1 -Wall", "build/libebb.a -pthread");
   cr_assert_eq(st, 0, "cc tests/programs/clash.c build/libebb.a -pthread %s:\n%s%s", describe_status(st),

@@ -1,8 +1,11 @@
 /* clash.c — a program that defines, for itself, names the allocator uses
- * internally (opt, page_init, spin_lock, chunk_new, arena_tls, os_map), then
+ * internally (opt, page_init, spin_lock, chunk_new, arena_tls, os_map) and
+ * pthread_create (which ebb defines weakly, to learn of new threads), then
  * links statically with build/libebb.a. The archive must export only public
  * names, so this links (no "multiple definition") and ebb is still the
  * program's malloc. Prints OK. Built and run by tests/integration/test_symbols.c. */
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -15,15 +18,24 @@ void page_init(void) { calls += 1; }
 void spin_lock(void) { calls += 2; }
 void chunk_new(void) { calls += 4; }
 void os_map(void) { calls += 8; }
+/* This program creates no threads: its own pthread_create only says so. */
+int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+  (void)t, (void)attr, (void)fn, (void)arg;
+  calls += 16;
+  return ENOSYS;
+}
 
 /* Through a volatile table, so the compiler keeps and calls every definition. */
 static void (*volatile fns[])(void) = {page_init, spin_lock, chunk_new, os_map};
 
 int main(void) {
   for (unsigned i = 0; i < sizeof fns / sizeof fns[0]; i++) fns[i]();
+  pthread_t t;
+  int (*volatile create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *) = pthread_create;
+  if (create(&t, NULL, NULL, NULL) != ENOSYS) return printf("ebb's pthread_create was called\n"), 1;
   opt = 7;
   arena_tls = 11;
-  if (calls != 15 || *(volatile int *)&opt != 7 || *(volatile int *)&arena_tls != 11) {
+  if (calls != 31 || *(volatile int *)&opt != 7 || *(volatile int *)&arena_tls != 11) {
     printf("the program's own definitions were not used (calls=%d opt=%d arena_tls=%d)\n", calls, opt,
            arena_tls);
     return 1;
