@@ -260,12 +260,7 @@ static bool page_usable(arena_t *a, page_t *pg) { return page_refill(pg) || page
 
 void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
   if (unlikely(--a->tick < 0)) arena_tick(a);
-  if (a->fast[cls] == &a->rc[cls]) { /* the remote-free cache ran dry: back to the page */
-    a->fast[cls] = a->direct[cls];
-    a->rcount[cls] = 0;
-    void *b = arena_pop(a, cls);
-    if (b) return b;
-  }
+  ebb_assert(a->fast[cls] != &a->rc[cls]); /* arena_pop switches back when it empties the cache */
   page_t *pg = a->direct[cls];
   if (pg == &page_empty || !page_refill(pg)) {
     arena_drain_remote(a);
