@@ -16,6 +16,7 @@ static _Atomic(arena_t *) arenas_all;    /* every arena ever made */
 static atomic_size_t dirty_total;        /* sum of arenas' dirty bytes, for the cap */
 static atomic_size_t mapped_total;       /* sum of arenas' mapped bytes */
 static atomic_size_t peak_mapped, peak_active, peak_dirty; /* high-water marks, for ebb_stats */
+static atomic_size_t peak_live;          /* highest bytes in live blocks seen when sampled */
 static atomic_size_t active_total;       /* sum of arenas' active bytes, for a % cap */
 static _Atomic uint64_t last_global;     /* when the global purge last ran */
 void arena_note_peaks(void);
@@ -129,12 +130,15 @@ void arena_note_peaks(void) {
   note_max(&peak_dirty, atomic_load_explicit(&dirty_total, memory_order_relaxed) + chunk_pool_dirty() + cached);
 }
 
-void arena_peaks(size_t *mapped, size_t *active, size_t *dirty) {
+void arena_peaks(size_t *mapped, size_t *active, size_t *dirty, size_t *live) {
   arena_note_peaks();
   *mapped = atomic_load_explicit(&peak_mapped, memory_order_relaxed);
   *active = atomic_load_explicit(&peak_active, memory_order_relaxed);
   *dirty = atomic_load_explicit(&peak_dirty, memory_order_relaxed);
+  *live = atomic_load_explicit(&peak_live, memory_order_relaxed);
 }
+
+void arena_note_live_peak(size_t live) { note_max(&peak_live, live); }
 
 /* Every byte the cap counts: arenas' free units, pooled chunks, cached large blocks. */
 static size_t dirty_all(void) {
@@ -506,9 +510,19 @@ size_t arena_purge_all(bool force) {
   return bytes + global_purge(now, self, force, PASS_PAGES);
 }
 
+/* Live bytes are a sum over every page descriptor (under each arena's lock):
+ * too dear for a slow path, cheap for the background thread's passes. */
+void arena_sample_live_peak(void) {
+  size_t mapped = 0, active = 0, dirty = 0, purged = 0, live = 0;
+  uint64_t arenas = 0;
+  arena_stats_sum(&mapped, &active, &dirty, &purged, &live, &arenas);
+  arena_note_live_peak(live + huge_active_bytes());
+}
+
 void arena_purge_background(uint64_t now) {
   atomic_store_explicit(&last_global, now, memory_order_relaxed);
   global_purge(now, NULL, false, BACKGROUND_PASS_PAGES);
+  arena_sample_live_peak();
 }
 
 /* ------------------------------------------------------------ arenas and threads */

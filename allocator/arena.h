@@ -99,9 +99,13 @@ void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purg
                      uint64_t *count);
 bool arena_is_valid(arena_t *a);
 /* High-water marks of mapped, active and dirty bytes (all memory, not one
- * arena's); arena_note_peaks records the current totals. */
+ * arena's), recorded by arena_note_peaks, and of live bytes (sampled). */
 void arena_note_peaks(void);
-void arena_peaks(size_t *mapped, size_t *active, size_t *dirty);
+void arena_peaks(size_t *mapped, size_t *active, size_t *dirty, size_t *live);
+/* The peak of bytes in live blocks is sampled: by every ebb_stats call (note)
+ * and by the background thread's passes (sample: a sum over every arena). */
+void arena_note_live_peak(size_t live);
+void arena_sample_live_peak(void);
 /* Per size class, over every arena: pages, live blocks (handed out, or
  * freed by another thread and not yet collected), bytes of their spans. */
 typedef struct {

@@ -1,25 +1,14 @@
 /* stats.c — owns the public accounting: ebb_stats, ebb_stats_print (a summary,
- * a table per size class, or JSON), what EBB_STATS prints at exit, and the
- * sampled peak of live bytes (stats.h).
+ * a table per size class, or JSON), and what EBB_STATS prints at exit.
  * May call: arena (sums, peaks, class stats), huge, thread, fmt, os.
  * Must never: allocate or use stdio: everything is formatted into stack
  * buffers and written with os_write, a long table in pieces. */
-#include "stats.h"
 #include "ebb.h"
 #include "arena.h"
 #include "fmt.h"
 #include "huge.h"
 #include "os.h"
 #include "thread.h"
-
-static atomic_size_t peak_allocated;
-
-static void note_peak(size_t v) {
-  size_t old = atomic_load_explicit(&peak_allocated, memory_order_relaxed);
-  while (v > old && !atomic_compare_exchange_weak_explicit(&peak_allocated, &old, v, memory_order_relaxed,
-                                                           memory_order_relaxed))
-    ;
-}
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
@@ -43,20 +32,13 @@ EBB_EXPORT void ebb_stats(struct ebb_stats *out) {
       .threads = thread_count_seen(),
   };
   /* The marks are kept apart from the sums just taken: a peak is never below them. */
-  arena_peaks(&out->peak_mapped, &out->peak_active, &out->peak_dirty);
+  arena_note_live_peak(out->allocated);
+  arena_peaks(&out->peak_mapped, &out->peak_active, &out->peak_dirty, &out->peak_allocated);
   out->peak_mapped = max_size(out->peak_mapped, out->mapped);
   out->peak_active = max_size(out->peak_active, out->active);
   out->peak_dirty = max_size(out->peak_dirty, out->dirty);
-  note_peak(out->allocated);
-  out->peak_allocated = atomic_load_explicit(&peak_allocated, memory_order_relaxed);
 }
 
-void stats_sample_peak(void) {
-  size_t mapped = 0, active = 0, dirty = 0, purged = 0, allocated = 0;
-  uint64_t arenas = 0;
-  arena_stats_sum(&mapped, &active, &dirty, &purged, &allocated, &arenas);
-  note_peak(allocated + huge_active_bytes());
-}
 
 /* ------------------------------------------------------------ summary */
 

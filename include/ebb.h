@@ -79,7 +79,7 @@ struct ebb_stats {
   size_t peak_mapped;     /* high-water mark of mapped */
   size_t peak_active;     /* high-water mark of active */
   size_t peak_dirty;      /* high-water mark of dirty */
-  size_t peak_allocated;  /* highest allocated seen when sampled (every ebb_stats call): a lower bound */
+  size_t peak_allocated;  /* highest allocated seen when sampled (ebb_stats calls, background passes): a lower bound */
   size_t resident;        /* resident bytes of the whole process as the kernel counts them
                              (/proc/self/statm); 0 if unknown */
   uint64_t threads;       /* threads that ever allocated (each got an arena) */

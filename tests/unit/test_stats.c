@@ -11,7 +11,6 @@
 #include "ebb.h"
 #include "fake_os.h"
 #include "fmt.h"
-#include "stats.h"
 
 extern size_t fake_resident; /* fake_os.c: what os_resident_bytes returns */
 
@@ -210,7 +209,7 @@ Test(stats, the_live_peak_is_sampled) {
   enum { N = 512 };
   static void *p[N];
   for (int i = 0; i < N; i++) p[i] = ebb_malloc(4096);
-  stats_sample_peak(); /* what a decay pass may call */
+  arena_sample_live_peak(); /* what the background thread's passes call */
   for (int i = 0; i < N; i++) ebb_free(p[i]);
   ebb_stats(&s1);
   cr_assert_geq(s1.peak_allocated, s0.allocated + N * 4096, "the sample saw %d live pages", N);
