@@ -154,11 +154,15 @@ __attribute__((weak)) int main(int argc, char **argv) {
 #endif
 
 #include <ebb.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* EBBTEST_SCALE=n divides the work by n: the debug build (assertions and
@@ -189,6 +193,23 @@ __attribute__((noreturn, format(printf, 1, 2))) static inline void stress_die(co
   (void)w;
   abort();
 }
+/* A forked child's wait status, or -1 when it was still running after `seconds`
+ * and had to be killed (a deadlock in the child would otherwise hang the run),
+ * -2 when waitpid failed. */
+static inline int stress_wait_child(pid_t pid, int seconds) {
+  struct timespec nap = {0, 1000 * 1000};
+  for (int i = 0; i < seconds * 1000; i++) {
+    int status;
+    pid_t got = waitpid(pid, &status, WNOHANG);
+    if (got == pid) return status;
+    if (got < 0 && errno != EINTR) return -2;
+    nanosleep(&nap, NULL);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  return -1;
+}
+
 #define STRESS_CHECK(e)                                                                                      \
   do {                                                                                                       \
     if (!(e)) stress_die("%s:%d: check failed: %s", __FILE__, __LINE__, #e);                                 \

@@ -71,22 +71,7 @@ static void fk_child(int iter) {
   _exit(0);
 }
 
-/* Waits for the child, killing it when it has not finished in time (a deadlock
- * in the child would otherwise hang the whole run). Returns the wait status, or
- * -1 when the child had to be killed. */
-static int fk_wait(pid_t pid) {
-  struct timespec nap = {0, 10 * 1000 * 1000};
-  for (int i = 0; i < FK_CHILD_WAIT * 100; i++) {
-    int status;
-    pid_t got = waitpid(pid, &status, WNOHANG);
-    if (got == pid) return status;
-    if (got < 0 && errno != EINTR) return -2;
-    nanosleep(&nap, NULL);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
-  return -1;
-}
+static int fk_wait(pid_t pid) { return stress_wait_child(pid, FK_CHILD_WAIT); }
 
 static void fk_run(int forks) {
   pthread_t t[FK_BUSY];

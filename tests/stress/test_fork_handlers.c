@@ -293,19 +293,7 @@ static void fh_child(int iter, void *from_parent, int recorded, const char *prep
 }
 
 /* The child's wait status, or -1 when it had to be killed after FH_CHILD_WAIT s. */
-static int fh_wait(pid_t pid) {
-  struct timespec nap = {0, 1000 * 1000};
-  for (int i = 0; i < FH_CHILD_WAIT * 1000; i++) {
-    int status;
-    pid_t got = waitpid(pid, &status, WNOHANG);
-    if (got == pid) return status;
-    if (got < 0 && errno != EINTR) return -2;
-    nanosleep(&nap, NULL);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
-  return -1;
-}
+static int fh_wait(pid_t pid) { return stress_wait_child(pid, FH_CHILD_WAIT); }
 
 static void fh_run(int busy, int forks) {
   fh_register_after();
