@@ -14,7 +14,7 @@
 #          non-zero if any program fails or is not served by the allocator asked for
 #          (make test)
 # Workloads: churn render floor prover growth larson prodcons loop (loop includes the
-# callgrind instruction count) bigbuf reqarena vecgrow. Allocators: glibc glibc-notrim
+# callgrind instruction count) bigbuf reqarena. Allocators: glibc glibc-notrim
 # glibc-mmap8m jemalloc jemalloc-bg mimalloc tcmalloc ebb ebb-bg. One that is not
 # installed is skipped with a message.
 #
@@ -38,7 +38,7 @@ BIN=$HERE/build
 EBB_LIB=$HERE/../build/libebb.so
 
 MODE=full
-WORKLOADS="churn render floor prover growth larson prodcons loop bigbuf reqarena vecgrow"
+WORKLOADS="churn render floor prover growth larson prodcons loop bigbuf reqarena"
 ALLOCATORS="glibc glibc-notrim glibc-mmap8m jemalloc jemalloc-bg mimalloc tcmalloc ebb ebb-bg"
 RUNS=""
 FLOOR_RUNS=""
@@ -180,10 +180,7 @@ cases() {
     smoke:reqarena) printf '%s\n' "malloc|--arena 0 --requests 5 --warmup 5 --small 300" \
                       "arena-destroy|--arena 1 --requests 5 --warmup 5 --small 300" \
                       "arena-reset|--arena 2 --requests 5 --warmup 5 --small 300" ;;
-    full:vecgrow) echo "realloc|--cycles 8" ;;
-    quick:vecgrow) echo "realloc|--cycles 3" ;;
-    smoke:vecgrow) echo "realloc|--cycles 2 --max-mb 4" ;;
-    *) die "unknown workload '$1' (churn render floor prover growth larson prodcons loop bigbuf reqarena vecgrow)" ;;
+    *) die "unknown workload '$1' (churn render floor prover growth larson prodcons loop bigbuf reqarena)" ;;
   esac
 }
 
@@ -248,7 +245,6 @@ case_label() {
         *) printf 'one arena, reset after each request' ;;
       esac
       echo "; $(pl "${P[requests]}" request) measured after ${P[warmup]} warm-up, each a ${P[ctx-kb]} KiB context + ${P[small]} blocks of 16–512 B" ;;
-    vecgrow) echo "a vector grown by realloc 1.5× at a time from $(fmt_kib "${P[start-kb]}") to ${P[max-mb]} MiB, then freed; $(pl "${P[cycles]}" cycle) (the first reported apart)" ;;
     *) echo "$args" ;;
   esac
 }

@@ -7,7 +7,7 @@
 # is not "other" than glibc, ebb-bg not other than ebb). Ratios are computed from
 # the medians of this run only. Plain POSIX awk (Debian's mawk).
 #
-# The workloads bigbuf, reqarena and vecgrow also get an overview table first: one
+# The workloads bigbuf and reqarena also get an overview table first: one
 # row per case and key metric (µs and faults), each cell the median and its ratio to
 # glibc's — for reqarena's arena cases to the same allocator's malloc case instead,
 # since glibc has no arenas.
@@ -27,10 +27,9 @@ BEGIN {
     if (c[1] == "loop") has_loop = 1
   }
   split("churn:us_per_cycle churn:faults_per_cycle churn:rss_kb render:us_per_cycle floor:end_kb " \
-        "prover:floor_kb prover:peak_kb prover:rounds_per_s growth:ms_per_cycle growth:faults_per_cycle " \
+        "prover:floor_kb prover:peak_kb prover:rounds_per_s growth:ms_per_cycle growth:faults_per_cycle growth:first_faults " \
         "larson:mops_per_s prodcons:mops_per_s loop:ns_per_pair loop:ir_per_pair bigbuf:us_per_op bigbuf:faults_per_op " \
-        "reqarena:us_per_req reqarena:faults_per_req vecgrow:us_per_cycle vecgrow:faults_per_cycle " \
-        "vecgrow:first_faults", H, " ")
+        "reqarena:us_per_req reqarena:faults_per_req", H, " ")
   # Titles say what a workload is; the sizes, counts and times of each case are in
   # its label (cases.tsv), which run.sh makes from the arguments it ran it with.
   title["churn"] = "Instance churn (WebAssembly-runtime-like requests)"
@@ -43,9 +42,8 @@ BEGIN {
   title["loop"] = "Single-thread alloc/free loop"
   title["bigbuf"] = "Big-buffer churn (a few multi-MiB buffers freed and reallocated, a write per page)"
   title["reqarena"] = "Per-request arenas (a context block and many small blocks per request)"
-  title["vecgrow"] = "Vector growth (realloc by 1.5x, repeated)"
   # Workloads with an overview table, and the case their other cases are compared with.
-  overview_wl["bigbuf"] = 1; overview_wl["reqarena"] = 1; overview_wl["vecgrow"] = 1
+  overview_wl["bigbuf"] = 1; overview_wl["reqarena"] = 1
   ref_case["reqarena"] = "malloc"
 }
 NR == 1 { next }
