@@ -24,10 +24,34 @@ extern char **environ;
 
 #define os_count(c) atomic_fetch_add_explicit(&os_counters.c, 1, memory_order_relaxed)
 
+/* ThreadSanitizer sees munmap and mmap but not mremap: when one thread moves
+ * its block away with mremap and another later grows a mapping in place over
+ * the range it left, the second thread's writes look racy with the first's.
+ * The kernel orders the two; these edges tell TSan so (every call that gives
+ * address space back releases, every call that takes some acquires). */
+#if defined(__SANITIZE_THREAD__)
+#define EBB_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define EBB_TSAN 1
+#endif
+#endif
+#ifdef EBB_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+static char vm_order;
+#define vm_release() __tsan_release(&vm_order)
+#define vm_acquire() __tsan_acquire(&vm_order)
+#else
+#define vm_release() ((void)0)
+#define vm_acquire() ((void)0)
+#endif
+
 void *os_map(size_t size) {
   int saved = errno;
   os_count(mmap_calls);
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  vm_acquire();
   errno = saved;
   return p == MAP_FAILED ? NULL : p;
 }
@@ -35,6 +59,7 @@ void *os_map(size_t size) {
 void os_unmap(void *p, size_t size) {
   int saved = errno;
   os_count(munmap_calls);
+  vm_release();
   munmap(p, size);
   errno = saved;
 }
@@ -60,7 +85,9 @@ void os_purge(void *p, size_t size, bool use_free) {
 
 bool os_resize_inplace(void *p, size_t old_size, size_t new_size) {
   int saved = errno;
+  vm_release();
   void *q = mremap(p, old_size, new_size, 0);
+  vm_acquire();
   errno = saved;
   return q != MAP_FAILED;
 }
@@ -70,7 +97,9 @@ void *os_move_aligned(void *p, size_t old_size, size_t new_size, size_t align) {
   char *dst = os_map_aligned(new_size, align);
   if (!dst) return NULL;
   int saved = errno;
+  vm_release();
   void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
+  vm_acquire();
   errno = saved;
   if (q == MAP_FAILED) {
     os_unmap(dst, new_size);
