@@ -334,7 +334,14 @@ EBB_EXPORT ebb_arena_t *ebb_arena_create(void) {
   return (ebb_arena_t *)a;
 }
 
-EBB_EXPORT void *ebb_arena_malloc(ebb_arena_t *a, size_t size) { return alloc_in((arena_t *)a, size, true); }
+/* The same pop as ebb_malloc's fast path, from the arena's own pages. */
+EBB_EXPORT void *ebb_arena_malloc(ebb_arena_t *a, size_t size) {
+  if (likely(size <= 1024)) {
+    void *p = arena_pop((arena_t *)a, class_small[(size + 15) >> 4]);
+    if (likely(p != NULL)) return p;
+  }
+  return alloc_in((arena_t *)a, size, true);
+}
 
 EBB_EXPORT void *ebb_arena_calloc(ebb_arena_t *a, size_t n, size_t size) {
   return calloc_in((arena_t *)a, n, size, true);

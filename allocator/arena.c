@@ -275,7 +275,7 @@ void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
       if (page_usable(a, pg)) break;
     }
     if (!pg && !(pg = arena_page_new(a, cls))) return NULL;
-    if (!pg->free && !page_refill(pg)) return NULL;
+    if (!page_refill(pg)) return NULL;
     ebb_assert_expensive(page_is_valid(pg));
     arena_set_direct(a, cls, pg);
     pg->touched = a->now;
@@ -648,6 +648,10 @@ void arena_reset_blocks(arena_t *a) {
   dirty_add(a, (ptrdiff_t)resident - (ptrdiff_t)dirty_before);
   atomic_store(&a->remote_pages, NULL);
   for (unsigned c = 0; c < NCLASSES; c++) {
+    /* each class takes back the span it was allocating from, so the next
+     * request writes the same (cached) lines, not another class's */
+    page_t *cur = a->direct[c] != &page_empty ? a->direct[c] : a->queues[c].first;
+    if (cur) a->last_span[c] = cur;
     a->fast[c] = a->direct[c] = &page_empty;
     a->queues[c].first = a->queues[c].last = NULL;
   }

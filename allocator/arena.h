@@ -121,7 +121,7 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
 EBB_INLINE void *arena_pop(arena_t *a, unsigned c) {
   page_t *pg = a->fast[c];
   block_t *b = pg->free;
-  if (unlikely(b == NULL)) return NULL;
+  if (unlikely(b == NULL)) return page_bump(pg);
   track_open(b, sizeof *b);
   block_t *next = b->next;
   pg->free = next;

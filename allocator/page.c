@@ -14,8 +14,8 @@ void page_init(page_t *pg, unsigned cls, char *start, struct arena *owner) {
   const class_info_t *ci = &class_info[cls];
   pg->free = NULL;
   relaxed_store(pg->used, 0);
-  pg->carved = 0;
   relaxed_store(pg->carved_end, 0);
+  pg->bump_end = 0;
   relaxed_store(pg->magic, ci->magic);
   relaxed_store(pg->start, start);
   relaxed_store(pg->cls, (uint8_t)cls);
@@ -63,17 +63,15 @@ uint32_t page_collect(page_t *pg) {
   return n;
 }
 
-/* Hands out fresh blocks about one OS page at a time, so untouched memory stays
- * untouched; the list is built backwards so blocks come out in address order. */
-static void page_carve(page_t *pg) {
+/* Opens the next batch of fresh blocks to page_bump: about one OS page's worth
+ * (up to 256 blocks), so a page takes remote frees back before more fresh memory. */
+static void page_open_batch(page_t *pg, uint32_t carved) {
   uint32_t batch = OS_PAGE / pg->block_size;
   if (batch < 1) batch = 1;
-  if (batch > 64) batch = 64;
-  uint32_t end = pg->carved + batch;
+  if (batch > 256) batch = 256;
+  uint32_t end = carved + batch;
   if (end > pg->capacity) end = pg->capacity;
-  for (uint32_t i = end; i-- > pg->carved;) page_push_local(pg, block_at(pg, i));
-  pg->carved = end;
-  relaxed_store(pg->carved_end, end * pg->block_size);
+  pg->bump_end = end * pg->block_size;
 }
 
 /* Takes back the lowest purged granule: its blocks that overlap no other purged
@@ -83,21 +81,23 @@ static void page_unpark_one(page_t *pg) {
   relaxed_store(pg->purged, pg->purged & (pg->purged - 1));
   size_t lo = (size_t)s << pg->sub_shift, hi = lo + ((size_t)1 << pg->sub_shift);
   uint32_t first = (uint32_t)(lo / pg->block_size), last = (uint32_t)((hi - 1) / pg->block_size);
-  if (last >= pg->carved) last = pg->carved - 1;
+  uint32_t carved = page_carved(pg);
+  if (last >= carved) last = carved - 1;
   for (uint32_t i = last + 1; i-- > first;)
     if (!(page_block_granules(pg, i) & pg->purged)) page_push_local(pg, block_at(pg, i));
   if (!pg->purged && !pg->full) page_set_slow(pg, false);
 }
 
 bool page_refill(page_t *pg) {
-  if (pg->free || page_collect(pg)) return true;
-  while (pg->purged && pg->carved) {
+  if (pg->free || pg->carved_end < pg->bump_end || page_collect(pg)) return true;
+  uint32_t carved = page_carved(pg);
+  while (pg->purged && carved) {
     page_unpark_one(pg);
     if (pg->free) return true;
   }
   relaxed_store(pg->purged, 0); /* granules past the carved blocks need no unparking */
-  if (pg->carved < pg->capacity) {
-    page_carve(pg);
+  if (carved < pg->capacity) {
+    page_open_batch(pg, carved);
     return true;
   }
   return false;
@@ -113,9 +113,9 @@ static void mark_free(page_t *pg, uint64_t *bits) {
 }
 
 /* Granules overlapped by a block that is handed out (or pending remote free). */
-static uint64_t busy_granules(page_t *pg, const uint64_t *bits) {
+static uint64_t busy_granules(page_t *pg, const uint64_t *bits, uint32_t carved) {
   uint64_t busy = 0;
-  for (uint32_t i = 0; i < pg->carved; i++)
+  for (uint32_t i = 0; i < carved; i++)
     if (!(bits[i / 64] >> (i % 64) & 1)) busy |= page_block_granules(pg, i);
   return busy;
 }
@@ -135,25 +135,31 @@ static size_t purge_runs(page_t *pg, uint64_t m, bool use_free) {
 }
 
 size_t page_purge_free(page_t *pg, bool use_free) {
-  if (pg->block_size > (1u << pg->sub_shift) * 64 || pg->carved > MAX_BLOCKS) return 0;
+  uint32_t carved = page_carved(pg);
+  if (pg->block_size > (1u << pg->sub_shift) * 64 || carved > MAX_BLOCKS) return 0;
   uint64_t bits[MAX_BLOCKS / 64] = {0};
   mark_free(pg, bits);
   unsigned ngran = (unsigned)(page_span(pg) >> pg->sub_shift);
   uint64_t all = ngran >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << ngran) - 1;
-  uint64_t cand = all & ~busy_granules(pg, bits) & ~pg->purged;
+  uint64_t cand = all & ~busy_granules(pg, bits, carved) & ~pg->purged;
   if (!cand) return 0;
+  /* no bumping into purged granules: unparking them would hand out live blocks */
+  pg->bump_end = pg->carved_end;
   size_t bytes = purge_runs(pg, cand, use_free);
   relaxed_store(pg->purged, pg->purged | cand);
   page_set_slow(pg, true);
   pg->free = NULL; /* rebuild, leaving out (parking) blocks in purged granules */
-  for (uint32_t i = pg->carved; i-- > 0;)
+  for (uint32_t i = carved; i-- > 0;)
     if ((bits[i / 64] >> (i % 64) & 1) && !(page_block_granules(pg, i) & pg->purged))
       page_push_local(pg, block_at(pg, i));
   return bytes;
 }
 
 bool page_is_valid(page_t *pg) {
-  if (pg->carved > pg->capacity || pg->used > pg->carved) return false;
+  uint32_t carved = page_carved(pg);
+  if (carved > pg->capacity || pg->used > carved || pg->carved_end % pg->block_size ||
+      (pg->bump_end > pg->carved_end && (pg->bump_end > pg->capacity * pg->block_size || pg->purged)))
+    return false;
   uint32_t nfree = 0, parked = 0;
   for (block_t *b = pg->free; b; b = block_next(b), nfree++) {
     uint32_t i = page_block_index(pg, b);
@@ -161,9 +167,9 @@ bool page_is_valid(page_t *pg) {
     track_open(b, sizeof *b);
     bool ok = relaxed_load(b->cookie) == page_cookie(b);
     track_close(b, sizeof *b);
-    if (!ok || nfree > pg->carved) return false;
+    if (!ok || nfree > carved) return false;
   }
-  for (uint32_t i = 0; i < pg->carved; i++)
+  for (uint32_t i = 0; i < carved; i++)
     if (page_block_granules(pg, i) & pg->purged) parked++;
-  return nfree + parked + pg->used == pg->carved;
+  return nfree + parked + pg->used == carved;
 }

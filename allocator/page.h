@@ -26,11 +26,11 @@ enum { PAGE_UNUSED = 0xff, PAGE_TAIL = 0xfe }; /* values of page.cls besides rea
  * A remote free then shares the first line read-only and never touches the
  * owner's hot line. */
 typedef struct page {
-  /* line 0: read by every free, written on slow paths only */
+  /* line 0: read by every free; written on slow paths, and by page_bump while the page is fresh */
   uint64_t magic;         /* class magic, for offset → index; 0 when the unit serves no class */
   char *start;            /* first byte of the span */
-  uint32_t carved_end;    /* carved * block_size: offsets at or past it are no block */
-  uint32_t carved;        /* blocks [0, carved) have been handed out at least once */
+  uint32_t carved_end;    /* bump pointer: blocks below it were handed out at least once, offsets at or past it are no block */
+  uint32_t pad_c;
   uint32_t block_size;    /* class size */
   uint32_t capacity;      /* blocks that fit */
   uint8_t cls;            /* size class, PAGE_UNUSED, or PAGE_TAIL (a later unit of a span) */
@@ -53,7 +53,7 @@ typedef struct page {
   uint8_t full;             /* off the class queue because nothing was free */
   uint8_t remote_pending;   /* sits on the arena's remote_pages stack */
   uint8_t settled;          /* its free granules were purged and `used` has not moved since */
-  uint32_t pad1a;
+  uint32_t bump_end;       /* malloc may bump carved_end up to here (0 or carved_end: no bumping) */
   struct arena *owner;      /* the arena whose pages these are */
   /* line 2: other threads' */
   _Atomic(uintptr_t) xfree; /* remote frees (a stack), low bit XFREE_FULL */
@@ -80,6 +80,27 @@ EBB_INLINE bool block_cookie_is(const block_t *b, uint64_t cookie) {
 EBB_INLINE bool block_has_cookie(const block_t *b) { return block_cookie_is(b, page_cookie(b)); }
 
 EBB_INLINE size_t page_span(const page_t *pg) { return (size_t)pg->units * UNIT_SIZE; }
+
+/* Blocks [0, carved) have been handed out at least once (slow paths only: a divide). */
+EBB_INLINE uint32_t page_carved(const page_t *pg) { return pg->carved_end / pg->block_size; }
+
+/* A fresh block by bumping carved_end, when the free list is empty: no list is
+ * built and the block's memory is not read, only its cookie word cleared (an
+ * old cookie left by a reset or a retired page must not read as "free").
+ * page_refill opens the range a batch at a time, so remote frees and parked
+ * blocks are taken before fresh memory (mimalloc extends its free list in
+ * batches for the same reason; bumping avoids writing the list at all). */
+EBB_INLINE void *page_bump(page_t *pg) {
+  uint32_t end = pg->carved_end;
+  if (end >= pg->bump_end) return NULL;
+  block_t *b = (block_t *)(pg->start + end);
+  relaxed_store(pg->carved_end, end + pg->block_size);
+  track_open(b, sizeof *b);
+  relaxed_store(b->cookie, 0);
+  relaxed_store(pg->used, pg->used + 1);
+  track_malloc(b, pg->block_size, false);
+  return b;
+}
 
 /* A local free may take the fast path (push, count) only while the page is
  * neither full, purged nor unused: one field that every free compares with the

@@ -17,8 +17,14 @@ static page_t *new_page(size_t size) {
   return pg;
 }
 
+/* The malloc fast path's order: the free list, else bump, else refill and retry. */
 static void *pop(page_t *pg) {
-  if (!pg->free && !page_refill(pg)) return NULL;
+  if (!pg->free) {
+    void *f = page_bump(pg);
+    if (f) return f;
+    if (!page_refill(pg)) return NULL;
+    if (!pg->free) return page_bump(pg);
+  }
   block_t *b = pg->free;
   pg->free = b->next;
   b->cookie = 0;
@@ -41,7 +47,9 @@ static void remote_push(page_t *pg, void *p) {
 Test(page, carving_is_lazy_and_yields_every_block_once) {
   page_t *pg = new_page(64);
   cr_assert(page_refill(pg));
-  cr_assert_leq(pg->carved, 64, "the first refill touches about one OS page");
+  cr_assert_null(pg->free, "fresh blocks are bumped, no list is built");
+  cr_assert_eq(pg->carved_end, 0, "nothing handed out yet");
+  cr_assert_leq(pg->bump_end, 4096, "the first refill opens about one OS page");
   static void *seen[UNIT_SIZE / 16];
   uint32_t n = 0;
   for (void *p; (p = pop(pg)) != NULL; n++) {
@@ -132,4 +140,40 @@ Test(page, purge_without_free_granules_does_nothing) {
   for (uint32_t i = 0; i < pg->capacity; i++) pop(pg);
   cr_assert_eq(page_purge_free(pg, false), 0);
   cr_assert_eq(fake_purges, 0);
+}
+
+/* A bumped block may hold an old free cookie (a reset arena, a reused page):
+ * bumping clears it, so freeing the block is not taken for a double free. */
+Test(page, bumped_block_loses_a_stale_cookie) {
+  page_t *pg = new_page(32);
+  cr_assert(page_refill(pg));
+  block_t *next = (block_t *)pg->start;
+  next->cookie = page_cookie(next); /* what a block freed before a reset still holds */
+  cr_assert(block_has_cookie(next));
+  void *p = pop(pg);
+  cr_assert_eq(p, (void *)next);
+  cr_assert_not(block_has_cookie(p), "a live block must not read as free");
+  cr_assert_eq(page_block_index(pg, p), 0);
+  cr_assert_eq(page_block_index(pg, (char *)p + 32), UINT32_MAX, "the block past the bump pointer is no block yet");
+}
+
+/* Purging free granules closes the bump range: a fresh block bumped inside a
+ * purged granule would later be unparked onto the free list while live. */
+Test(page, purge_closes_the_bump_range_until_refill) {
+  fake_reset();
+  page_t *pg = new_page(64);
+  void *a = pop(pg);
+  cr_assert_gt(pg->bump_end, pg->carved_end, "a batch is open");
+  page_purge_free(pg, false);
+  cr_assert_eq(pg->bump_end, pg->carved_end, "purging closed the batch");
+  cr_assert(page_is_valid(pg));
+  static unsigned char got[UNIT_SIZE / 64];
+  uint32_t n = 0;
+  for (void *p; (p = pop(pg)) != NULL; n++) {
+    uint32_t i = page_block_index(pg, p);
+    cr_assert(p != a && !got[i], "block %u handed out twice or while live", i);
+    got[i] = 1;
+  }
+  cr_assert_eq(n, pg->capacity - 1);
+  cr_assert(page_is_valid(pg));
 }
