@@ -36,10 +36,8 @@ typedef struct arena {
   uint64_t last_decay;            /* when this arena last ran its decay pass */
   pqueue_t queues[NCLASSES];      /* pages with (possibly) free blocks, per class */
   page_t *last_span[NCLASSES];    /* where each class's last retired page was: taken again first */
-  uint16_t rcount[NCLASSES];      /* blocks put in rc[c] since its last flush (rc[c].used: taken out since) */
-  /* other threads write it: a line of its own, away from rcount[] and the fast paths' fields */
-  _Alignas(64) _Atomic(page_t *) remote_pages; /* full pages that got a remote free */
-  char pad_remote[56];
+  uint16_t rcount[NCLASSES];      /* blocks put in rc[c] since its last flush (not its size: see arena_free_foreign) */
+  _Atomic(page_t *) remote_pages; /* full pages that got a remote free */
   spinlock_t lock;                /* chunks' bitmaps, chunk list, huge list */
   chunk_t *chunks;                /* chunk list */
   struct huge *huge;              /* first-class arenas: large blocks to free on destroy */

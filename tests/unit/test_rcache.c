@@ -72,33 +72,3 @@ Test(rcache, double_free_of_a_cached_block_aborts, .signal = SIGABRT) {
   pthread_create(&t, NULL, double_free_in_cache, p);
   pthread_join(t, NULL);
 }
-
-/* The cache is bounded by what it holds, not by how many blocks went through
- * it: a thread that hands out each foreign block it is given keeps going with
- * no flush, and one that only collects is flushed at RCACHE_BYTES. */
-#define CYCLE_BLOCKS (2 * RCACHE_BYTES / 64)
-static void *cyc[CYCLE_BLOCKS];
-static void *cycle_without_flush(void *arg) {
-  (void)arg;
-  ebb_malloc(1); /* give this thread an arena */
-  arena_t *me = arena_tls;
-  unsigned c = size_class(64);
-  for (int i = 0; i < CYCLE_BLOCKS; i++) {
-    ebb_free(cyc[i]);
-    cr_assert_eq(me->fast[c], &me->rc[c], "block %d: still cached, no flush", i);
-    cyc[i] = ebb_malloc(64); /* takes it straight back */
-    cr_assert_eq(me->rc[c].free, NULL);
-  }
-  cr_assert_geq(me->rcount[c], CYCLE_BLOCKS, "twice the cache's size went through it unflushed");
-  for (int i = 0; i < CYCLE_BLOCKS; i++) ebb_free(cyc[i]);
-  cr_assert_leq((uint32_t)(uint16_t)(me->rcount[c] - (uint16_t)me->rc[c].used) * 64, RCACHE_BYTES,
-                "holding more than RCACHE_BYTES flushed it");
-  return NULL;
-}
-
-Test(rcache, bounded_by_what_it_holds) {
-  for (int i = 0; i < CYCLE_BLOCKS; i++) cyc[i] = ebb_malloc(64);
-  pthread_t t;
-  pthread_create(&t, NULL, cycle_without_flush, NULL);
-  pthread_join(t, NULL);
-}
