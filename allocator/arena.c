@@ -356,6 +356,10 @@ void arena_free_foreign(arena_t *mine, chunk_t *c, page_t *pg, block_t *b) {
     return;
   }
   track_free(b);
+  if (unlikely(mine->rc[cls].block_size == 0)) { /* first use (arena_reset leaves it) */
+    mine->rc[cls].cls = (uint8_t)cls;
+    mine->rc[cls].block_size = size;
+  }
   page_push_local(&mine->rc[cls], b);
   mine->fast[cls] = &mine->rc[cls];
   /* Flushed every RCACHE_BYTES of frees, not when it holds that much: a block
@@ -536,9 +540,10 @@ static void arena_reset(arena_t *a) {
     a->fast[c] = a->direct[c] = &page_empty;
     a->queues[c].first = a->queues[c].last = NULL;
     a->last_span[c] = NULL;
-    a->rc[c].free = NULL;
-    a->rc[c].cls = (uint8_t)c;
-    a->rc[c].block_size = class_info[c].size;
+    /* the remote caches are 30 KiB of descriptors: left untouched here (a new
+     * arena's memory is zeroes; a destroyed one is first-class and never caches),
+     * their class is set on first use, so an arena costs a few pages, not eight more */
+    if (a->rc[c].free) a->rc[c].free = NULL;
     a->rcount[c] = 0;
   }
   a->tick = TICK_FREES;
@@ -546,14 +551,22 @@ static void arena_reset(arena_t *a) {
   a->last_decay = a->now;
 }
 
+/* Held by fork_prepare with every arena's lock: an arena published while a
+ * fork is under way would be one the forking thread does not hold, yet its
+ * lock calls are no-ops until the fork ends (found by TSan: the forker's
+ * decay pass walked a new arena's chunk list while its owner grew it). */
+static spinlock_t arenas_new_lock;
+
 arena_t *arena_new(int state) {
   arena_t *a = os_map(align_up(sizeof(arena_t), OS_PAGE));
   if (!a) return NULL;
   arena_reset(a);
   atomic_store(&a->state, state);
+  spin_lock(&arenas_new_lock);
   arena_t *head = atomic_load(&arenas_all);
   do a->all_next = head;
   while (!atomic_compare_exchange_weak(&arenas_all, &head, a));
+  spin_unlock(&arenas_new_lock);
   return a;
 }
 
@@ -577,6 +590,7 @@ void arena_abandon(arena_t *a) {
 }
 
 void arena_lock_all(void) {
+  spin_lock(&arenas_new_lock);
   for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) spin_lock(&a->lock);
   chunk_pool_lock();
   huge_lock_all();
@@ -586,6 +600,7 @@ void arena_unlock_all(void) {
   huge_unlock_all();
   chunk_pool_unlock();
   for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) spin_unlock(&a->lock);
+  spin_unlock(&arenas_new_lock);
 }
 
 /* In the child only the forking thread survives: other threads' arenas may be
