@@ -171,9 +171,9 @@ EBB_EXPORT void ebb_free(void *p) {
    * for writing at once, so a block last written on another core costs one
    * transfer, not a shared read and then an upgrade (larson: half of free's time). */
   prefetch_for_write(p);
-  chunk_t *c = chunk_of(p);
-  if (likely(registry_raw(p) == c)) { /* never for NULL: region 0 holds no chunk */
-    page_t *pg = chunk_page_of(c, p);
+  uintptr_t key = registry_chunk_key(p);
+  if (likely(registry_raw(p) == key)) { /* never for NULL: an empty slot is 0 */
+    page_t *pg = chunk_page_of((chunk_t *)(key - (CHUNK_SIZE - 1)), p);
     block_t *b = p;
     uint64_t cookie = page_cookie(b); /* loaded once: the stores below might alias page_key */
     if (likely(page_is_block(pg, p) && !block_cookie_is(b, cookie))) {
@@ -182,6 +182,7 @@ EBB_EXPORT void ebb_free(void *p) {
         arena_free_fast(a, pg, b, cookie);
         return;
       }
+      chunk_t *c = chunk_of(p); /* computed here, off the local path */
       if (relaxed_load(c->arena) != a && relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES) {
         arena_free_foreign(a, c, pg, b);
         return;

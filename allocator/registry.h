@@ -8,35 +8,44 @@
 #include "common.h"
 
 #define REG_ADDR_BITS 47
-#define REG_L2_BITS 13
+#define REG_L2_BITS 17
 #define REG_L1_BITS (REG_ADDR_BITS - CHUNK_SHIFT - REG_L2_BITS)
 
 typedef struct {
-  _Atomic(void *) slot[1u << REG_L2_BITS];
+  _Atomic(uintptr_t) slot[1u << REG_L2_BITS];
 } reg_leaf_t;
-/* An empty slot holds REG_NONE, never NULL: a chunk's address is even and a
- * large block's value odd past 1, so one compare of a slot with p's chunk
- * address tells "a chunk of ours" even for p in the first region (address 0).
- * Root entries with no leaf point at a static leaf of REG_NONE slots, so a
- * lookup needs no test for a missing leaf. */
-#define REG_NONE ((void *)1)
+/* Slot encoding. An empty slot is 0, so the static empty leaf is zero-filled
+ * .bss and a fresh leaf needs no initialising (only the pages of slots in use
+ * become resident, and the library carries no 64 KiB table and no thousands of
+ * relocations). A chunk c is stored as the address of its last byte,
+ * c + CHUNK_SIZE - 1: free() computes the same key from p with one OR (where
+ * it would mask anyway) and compares, so no encoding step is added to the
+ * fast path, and no key (odd, past 4 MiB) ever equals an empty slot, not even
+ * for NULL. Any other header (a large block's, tagged odd, or any 4-aligned
+ * pointer) is stored as is: its low bits are never all ones.
+ * Root entries with no leaf point at the empty leaf, so a lookup needs no test
+ * for a missing leaf; with 17-bit leaves the root has 256 entries. */
 extern _Atomic(reg_leaf_t *) reg_root[1u << REG_L1_BITS];
 extern reg_leaf_t reg_empty_leaf;
 
-/* The header registered for p's region, or NULL. Never faults. An address
- * beyond the 47-bit user space aliases a lower region (the index is masked, not
- * range-checked, to save the fast path a branch): callers only trust a header
- * that names p's own chunk, or a large block whose user pointer is p. */
-EBB_INLINE void *registry_raw(const void *p) {
+/* What free() compares a slot with to know "p is in a chunk of ours". */
+EBB_INLINE uintptr_t registry_chunk_key(const void *p) { return (uintptr_t)p | (CHUNK_SIZE - 1); }
+
+/* The raw slot for p's region. Never faults. An address beyond the 47-bit
+ * user space aliases a lower region (the index is masked, not range-checked,
+ * to save the fast path a branch): callers only trust a header that names p's
+ * own chunk, or a large block whose user pointer is p. */
+EBB_INLINE uintptr_t registry_raw(const void *p) {
   uintptr_t r = (uintptr_t)p >> CHUNK_SHIFT;
   reg_leaf_t *leaf =
       atomic_load_explicit(&reg_root[(r >> REG_L2_BITS) & ((1u << REG_L1_BITS) - 1)], memory_order_acquire);
   return atomic_load_explicit(&leaf->slot[r & ((1u << REG_L2_BITS) - 1)], memory_order_acquire);
 }
-/* The same, NULL when nothing is registered. */
+/* The header registered for p's region, or NULL. */
 EBB_INLINE void *registry_get(const void *p) {
-  void *h = registry_raw(p);
-  return h == REG_NONE ? NULL : h;
+  uintptr_t v = registry_raw(p);
+  if ((v & (CHUNK_SIZE - 1)) == CHUNK_SIZE - 1) return (void *)(v - (CHUNK_SIZE - 1));
+  return (void *)v;
 }
 /* Registers hdr for region(p); false when out of memory or address range. */
 bool registry_set(const void *p, void *hdr);

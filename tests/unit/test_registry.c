@@ -40,3 +40,27 @@ Test(registry, aliased_addresses_are_still_not_ours) {
   ebb_free(big);
   ebb_free(p);
 }
+
+/* A chunk's slot holds the key free() computes from any address inside it
+ * (its last byte's address); an empty slot is 0, which no key equals, NULL's
+ * included, so free(NULL) and wild pointers fall out of the same compare. */
+Test(registry, chunk_keys_and_empty_slots) {
+  char *base = (char *)((uintptr_t)0x7e5600000000 & ~(CHUNK_SIZE - 1));
+  cr_assert_eq(registry_raw(base), 0, "an unregistered region reads 0");
+  cr_assert_neq(registry_raw(NULL), registry_chunk_key(NULL), "NULL never matches");
+  cr_assert(registry_set(base, base));
+  cr_assert_eq(registry_raw(base + 12345), registry_chunk_key(base + 12345));
+  cr_assert_eq(registry_raw(base + CHUNK_SIZE - 1), registry_chunk_key(base));
+  cr_assert_eq(registry_get(base + 7), base, "decoded back to the chunk");
+  cr_assert_neq(registry_raw(base + CHUNK_SIZE), registry_chunk_key(base + CHUNK_SIZE), "the next region is not");
+  registry_clear(base);
+  cr_assert_eq(registry_raw(base), 0);
+}
+
+/* The empty leaf is never written: it is .bss, and a lookup anywhere in an
+ * unused 512 GiB reads zeroes there. */
+Test(registry, empty_leaf_stays_zero) {
+  for (size_t i = 0; i < sizeof reg_empty_leaf.slot / sizeof reg_empty_leaf.slot[0]; i += 4093)
+    cr_assert_eq(atomic_load(&reg_empty_leaf.slot[i]), 0);
+  cr_assert_eq(registry_raw((void *)((uintptr_t)0x100000000000ull)), 0);
+}
