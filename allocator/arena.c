@@ -225,7 +225,8 @@ static page_t *arena_page_new(arena_t *a, unsigned cls) {
   spin_unlock(&a->lock);
   if (!pg) return NULL;
   chunk_t *c = chunk_of(pg);
-  page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT), a);
+  page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT), a,
+            atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS);
   pg->touched = a->now;
   queue_push_front(a, pg);
   return pg;

@@ -10,12 +10,13 @@ uint64_t page_key;
 
 /* The fields other threads read without a lock (a stale free or ebb_owns may
  * look at any descriptor) are stored as relaxed atomics. */
-void page_init(page_t *pg, unsigned cls, char *start, struct arena *owner) {
+void page_init(page_t *pg, unsigned cls, char *start, struct arena *owner, bool bump) {
   const class_info_t *ci = &class_info[cls];
   pg->free = NULL;
   relaxed_store(pg->used, 0);
   relaxed_store(pg->carved_end, 0);
   pg->bump_end = 0;
+  pg->bump = bump;
   relaxed_store(pg->magic, ci->magic);
   relaxed_store(pg->start, start);
   relaxed_store(pg->cls, (uint8_t)cls);
@@ -63,15 +64,35 @@ uint32_t page_collect(page_t *pg) {
   return n;
 }
 
-/* Opens the next batch of fresh blocks to page_bump: about one OS page's worth
- * (up to 256 blocks), so a page takes remote frees back before more fresh memory. */
+/* Makes the next batch of fresh blocks available, about one OS page's worth
+ * (up to 256 blocks bumped, 64 carved), so a page takes remote frees back
+ * before more fresh memory and untouched memory stays untouched: opened to
+ * page_bump, or carved into the free list in one pass, built backwards so
+ * blocks come out in address order. */
 static void page_open_batch(page_t *pg, uint32_t carved) {
   uint32_t batch = OS_PAGE / pg->block_size;
   if (batch < 1) batch = 1;
-  if (batch > 256) batch = 256;
+  if (batch > (pg->bump ? 256u : 64u)) batch = pg->bump ? 256u : 64u;
   uint32_t end = carved + batch;
   if (end > pg->capacity) end = pg->capacity;
-  pg->bump_end = end * pg->block_size;
+  if (pg->bump) {
+    pg->bump_end = end * pg->block_size;
+    return;
+  }
+  size_t size = pg->block_size;
+  char *lo = pg->start + (size_t)carved * size;
+  block_t *head = pg->free;
+  for (char *p = pg->start + (size_t)end * size; p > lo;) {
+    p -= size;
+    block_t *b = (block_t *)p;
+    track_open(b, sizeof *b);
+    b->next = head;
+    relaxed_store(b->cookie, page_cookie(b));
+    track_close(b, sizeof *b);
+    head = b;
+  }
+  pg->free = head;
+  relaxed_store(pg->carved_end, end * pg->block_size);
 }
 
 /* Takes back the lowest purged granule: its blocks that overlap no other purged

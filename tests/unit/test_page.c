@@ -5,7 +5,7 @@
 #include "chunk.h"
 #include "fake_os.h"
 
-static page_t *new_page(size_t size) {
+static page_t *new_page_mode(size_t size, bool bump) {
   sizeclass_init();
   page_key = 0x1234567;
   unsigned cls = size_class(size);
@@ -13,9 +13,11 @@ static page_t *new_page(size_t size) {
   cr_assert_not_null(c);
   page_t *pg = chunk_take_span(c, class_info[cls].units, false);
   cr_assert_not_null(pg);
-  page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT), NULL);
+  page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT), NULL, bump);
   return pg;
 }
+/* A thread arena's page: fresh blocks are carved into the free list. */
+static page_t *new_page(size_t size) { return new_page_mode(size, false); }
 
 /* The malloc fast path's order: the free list, else bump, else refill and retry. */
 static void *pop(page_t *pg) {
@@ -44,12 +46,7 @@ static void remote_push(page_t *pg, void *p) {
   atomic_store(&pg->xfree, (uintptr_t)b);
 }
 
-Test(page, carving_is_lazy_and_yields_every_block_once) {
-  page_t *pg = new_page(64);
-  cr_assert(page_refill(pg));
-  cr_assert_null(pg->free, "fresh blocks are bumped, no list is built");
-  cr_assert_eq(pg->carved_end, 0, "nothing handed out yet");
-  cr_assert_leq(pg->bump_end, 4096, "the first refill opens about one OS page");
+static void yields_every_block_once(page_t *pg) {
   static void *seen[UNIT_SIZE / 16];
   uint32_t n = 0;
   for (void *p; (p = pop(pg)) != NULL; n++) {
@@ -62,6 +59,24 @@ Test(page, carving_is_lazy_and_yields_every_block_once) {
   for (uint32_t i = 0; i < n; i++) push(pg, seen[i]);
   cr_assert_eq(pg->used, 0);
   cr_assert(page_is_valid(pg));
+}
+
+Test(page, carving_is_lazy_and_yields_every_block_once) {
+  page_t *pg = new_page(64);
+  cr_assert(page_refill(pg));
+  cr_assert_not_null(pg->free, "a thread arena's page carves fresh blocks into its list");
+  cr_assert_eq(pg->carved_end, 64 * 64, "the first refill carves one OS page (64 blocks of 64 B)");
+  cr_assert_leq(pg->bump_end, pg->carved_end, "and opens nothing to bump");
+  yields_every_block_once(pg);
+}
+
+Test(page, bumping_is_lazy_and_yields_every_block_once) {
+  page_t *pg = new_page_mode(64, true);
+  cr_assert(page_refill(pg));
+  cr_assert_null(pg->free, "fresh blocks are bumped, no list is built");
+  cr_assert_eq(pg->carved_end, 0, "nothing handed out yet");
+  cr_assert_leq(pg->bump_end, 4096, "the first refill opens about one OS page");
+  yields_every_block_once(pg);
 }
 
 Test(page, interior_and_uncarved_pointers_are_not_blocks) {
@@ -145,7 +160,7 @@ Test(page, purge_without_free_granules_does_nothing) {
 /* A bumped block may hold an old free cookie (a reset arena, a reused page):
  * bumping clears it, so freeing the block is not taken for a double free. */
 Test(page, bumped_block_loses_a_stale_cookie) {
-  page_t *pg = new_page(32);
+  page_t *pg = new_page_mode(32, true);
   cr_assert(page_refill(pg));
   block_t *next = (block_t *)pg->start;
   next->cookie = page_cookie(next); /* what a block freed before a reset still holds */
@@ -161,7 +176,7 @@ Test(page, bumped_block_loses_a_stale_cookie) {
  * purged granule would later be unparked onto the free list while live. */
 Test(page, purge_closes_the_bump_range_until_refill) {
   fake_reset();
-  page_t *pg = new_page(64);
+  page_t *pg = new_page_mode(64, true);
   void *a = pop(pg);
   cr_assert_gt(pg->bump_end, pg->carved_end, "a batch is open");
   page_purge_free(pg, false);
