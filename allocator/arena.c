@@ -552,10 +552,12 @@ static void arena_reset(arena_t *a) {
   a->last_decay = a->now;
 }
 
-/* Held by fork_prepare with every arena's lock: an arena published while a
- * fork is under way would be one the forking thread does not hold, yet its
- * lock calls are no-ops until the fork ends (found by TSan: the forker's
- * decay pass walked a new arena's chunk list while its owner grew it). */
+/* Held by fork_prepare with every arena's lock, so the forking thread, whose
+ * lock calls are no-ops until the fork ends, holds every arena that exists
+ * meanwhile. (Without it a new arena's owner still stops at the chunk pool's
+ * lock before its chunk list grows, so this closes a gap in the invariant,
+ * not a known race; it was added while chasing a TSan report on a->chunks in
+ * fork_handlers that has not recurred since and is not explained.) */
 static spinlock_t arenas_new_lock;
 
 arena_t *arena_new(int state) {
