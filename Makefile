@@ -34,16 +34,20 @@ $(B)/libebb.so: $(B)/obj/ebb.o
 	ln -sf libebb.so $(B)/libebb.so.0
 # Hidden visibility does not protect a static link: internal names are made
 # local in the archive's object, so only ebb_* and the standard names are global.
+# The archive does not define pthread_create (libebb.so's wrapper, which starts
+# the background thread): it is renamed __wrap_pthread_create, which a program
+# links in with -Wl,--wrap=pthread_create if it wants EBB_BACKGROUND=auto.
+ARCHIVE_OBJCOPY := objcopy --localize-hidden --redefine-sym pthread_create=__wrap_pthread_create
 $(B)/libebb.a: $(B)/obj/ebb.o
-	objcopy --localize-hidden $< $(B)/obj/ebb-static.o
+	$(ARCHIVE_OBJCOPY) $< $(B)/obj/ebb-static.o
 	rm -f $@ && ar rcs $@ $(B)/obj/ebb-static.o
 $(B)/debug/libebb.so: $(B)/debug/ebb.o
 	$(CC) -shared -Wl,-soname,libebb.so.0 -pthread -o $@ $<
 $(B)/debug/libebb.a: $(B)/debug/ebb.o
-	objcopy --localize-hidden $< $(B)/debug/ebb-static.o
+	$(ARCHIVE_OBJCOPY) $< $(B)/debug/ebb-static.o
 	rm -f $@ && ar rcs $@ $(B)/debug/ebb-static.o
 $(B)/vg/libebb.a: $(B)/vg/ebb.o
-	objcopy --localize-hidden $< $(B)/vg/ebb-static.o
+	$(ARCHIVE_OBJCOPY) $< $(B)/vg/ebb-static.o
 	rm -f $@ && ar rcs $@ $(B)/vg/ebb-static.o
 
 # The ebb command (tools/ebb) with the version and the library's path filled in; `make install`
@@ -77,10 +81,11 @@ $(B)/tests/integration: $(INT_SRC) $(B)/libebb.so | $(B)/tests
 
 # stress: threads, churn, fork; release and debug builds of the allocator.
 STRESS_SRC := $(wildcard tests/stress/*.c)
+# The stress tests run the default EBB_BACKGROUND=auto, so they link ebb's pthread_create wrapper in.
 $(B)/tests/stress: $(STRESS_SRC) $(B)/libebb.a | $(B)/tests
-	$(CC) $(TCFLAGS) $(STRESS_SRC) $(B)/libebb.a -o $@ $(TLIBS)
+	$(CC) $(TCFLAGS) $(STRESS_SRC) $(B)/libebb.a -o $@ -Wl,--wrap=pthread_create $(TLIBS)
 $(B)/tests/stress-debug: $(STRESS_SRC) $(B)/debug/libebb.a | $(B)/tests
-	$(CC) $(TCFLAGS) $(STRESS_SRC) $(B)/debug/libebb.a -o $@ $(TLIBS)
+	$(CC) $(TCFLAGS) $(STRESS_SRC) $(B)/debug/libebb.a -o $@ -Wl,--wrap=pthread_create $(TLIBS)
 
 # valgrind: the ebb_* API tests, with ebb built to emit memcheck client requests.
 VG_SRC := tests/integration/test_api.c

@@ -198,8 +198,8 @@ void os_sleep_ms(uint64_t ms) {
 
 typedef int pthread_create_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
 /* In a fully static link dlsym finds nothing; glibc's libc.a then has the real
- * function under this name (pulled in by -Wl,-u,__pthread_create_2_1), its
- * pthread_create being a weak alias that ebb's wrapper overrides. */
+ * function under this name, pulled in by any call of pthread_create (or by
+ * -Wl,-u,__pthread_create_2_1 when only EBB_BACKGROUND=1 creates a thread). */
 extern pthread_create_fn __pthread_create_2_1 __attribute__((weak));
 static pthread_create_fn *_Atomic real_pthread_create;
 
@@ -247,9 +247,10 @@ void os_on_thread_create(void (*hook)(void)) { atomic_store_explicit(&before_cre
 #ifndef EBB_NO_OVERRIDE
 /* jemalloc's way to learn that a process becomes multi-threaded: ebb defines
  * pthread_create, runs the hook (which starts the background thread) in the
- * creating thread, where no libc lock is held, then calls libc's. Weak, so a
- * program (or a tool) that defines its own pthread_create links against
- * libebb.a without a clash: its definition wins and this hook does not run. */
+ * creating thread, where no libc lock is held, then calls libc's. libebb.so
+ * exports it; libebb.a renames it __wrap_pthread_create (Makefile), so a static
+ * link interposes on nothing of libc's unless it asks with
+ * -Wl,--wrap=pthread_create. Weak all the same. */
 __attribute__((weak, visibility("default"))) int pthread_create(pthread_t *t, const pthread_attr_t *attr,
                                                                 void *(*fn)(void *), void *arg) {
   void (*hook)(void) = atomic_load_explicit(&before_create, memory_order_acquire);
