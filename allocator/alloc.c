@@ -153,19 +153,27 @@ static EBB_NOINLINE void free_block(void *p, const char *func) {
   }
   arena_t *a = arena_tls;
   check_not_free(o, p, func);
+  if (arena_free_cached(a, o.page, p)) return;
   if (likely(relaxed_load(o.chunk->arena) == a))
     arena_free_local(a, o.page, p);
   else
-    arena_free_foreign(a, o.chunk, o.page, p);
+    arena_free_remote(relaxed_load(o.chunk->arena), o.page, p);
 }
 
-/* The fast path: a live block of a page in a chunk. Freed by the owner, it goes
- * on the page's list unless the page needs the slow path (full, purged or
- * unused: then pg->fast_owner is NULL, which no thread's arena_tls is);
- * freed by another thread, onto the page's remote list (one CAS), unless the
- * page has purged granules (then free_block checks for a parked block first).
- * Anything else takes free_block, which checks everything again and names the
- * misuse. */
+/* A checked block of a page the thread owns, when its cache declined it (full,
+ * not set up, or a class never cached). */
+static EBB_NOINLINE void free_owned(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
+  if (!arena_free_cached(a, pg, b)) arena_free_fast(a, pg, b, cookie);
+}
+
+/* The fast path: a live block of a page in a chunk goes into the thread's
+ * cache (arena_cache_push), whoever's block it is. When the cache declines
+ * (full, not set up, a page whose blocks are never cached, no arena yet), a
+ * block of a page the thread owns that may take the fast path (pg->fast_owner
+ * is NULL for full, purged or unused pages, which no thread's arena_tls is)
+ * goes through arena_free_cached (which sets the cache up or flushes half of
+ * it) or, for a class never cached, on the page's list. Anything else takes
+ * free_block, which checks everything again and names the misuse. */
 EBB_EXPORT void ebb_free(void *p) {
   /* The block's line is read (cookie) and then written (link, cookie): fetch it
    * for writing at once, so a block last written on another core costs one
@@ -183,13 +191,9 @@ EBB_EXPORT void ebb_free(void *p) {
     uint64_t cookie = page_cookie(b); /* loaded once: the stores below might alias page_key */
     if (likely(page_is_block(pg, p) && !block_cookie_is(b, cookie))) {
       arena_t *a = arena_tls;
-      if (likely(relaxed_load(pg->fast_owner) == a)) {
-        arena_free_fast(a, pg, b, cookie);
-        return;
-      }
-      chunk_t *c = chunk_of(p); /* computed here, off the local path */
-      if (relaxed_load(c->arena) != a && relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES) {
-        arena_free_foreign(a, c, pg, b);
+      if (likely(arena_cache_push(a, pg, b, cookie))) return;
+      if (relaxed_load(pg->fast_owner) == a) {
+        free_owned(a, pg, b, cookie); /* a tail call: the fast path saves no registers */
         return;
       }
     }

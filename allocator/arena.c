@@ -265,7 +265,7 @@ static bool page_usable(arena_t *a, page_t *pg) { return page_refill(pg) || page
 
 void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
   if (unlikely(--a->tick < 0)) arena_tick(a);
-  ebb_assert(a->fast[cls] != &a->rc[cls]); /* arena_pop switches back when it empties the cache */
+  ebb_assert(a->fast[cls] != &a->tc[cls]); /* arena_pop switches back when it empties the cache */
   page_t *pg = a->direct[cls];
   if (pg == &page_empty || !page_refill(pg)) {
     arena_drain_remote(a);
@@ -322,55 +322,85 @@ void arena_free_remote(arena_t *owner, page_t *pg, block_t *b) {
   if (mine != &arena_none && unlikely(--mine->tick < 0)) arena_tick(mine);
 }
 
-/* Sends this thread's cached blocks of class cls back to their pages. */
-static void rcache_flush(arena_t *a, unsigned cls) {
-  block_t *b = a->rc[cls].free;
-  a->rc[cls].free = NULL;
-  a->rcount[cls] = 0;
-  a->fast[cls] = a->direct[cls];
+/* Sends all but the newest `keep` blocks of class cls's thread cache home:
+ * this arena's to their pages' lists (the local free's bookkeeping, slow cases
+ * included), other arenas' onto their pages' remote lists (one CAS a block).
+ * The cache's state is whole before any block goes home: a local free's slow
+ * path may run a decay pass, which flushes the cache again. */
+static void tcache_flush(arena_t *a, unsigned cls, uint32_t keep) {
+  page_t *tc = &a->tc[cls];
+  uint32_t held = tc->capacity - relaxed_load(tc->used), kept = 0;
+  block_t *b = tc->free, *last = NULL;
+  for (; kept < keep && b; kept++) {
+    last = b;
+    b = block_next(b);
+  }
+  if (!b) return;
+  ebb_assert(held > kept);
+  if (last) {
+    track_open(last, sizeof *last);
+    last->next = NULL;
+    track_close(last, sizeof *last);
+  } else {
+    tc->free = NULL;
+    a->fast[cls] = a->direct[cls];
+  }
+  relaxed_store(tc->used, tc->capacity - kept);
+  (void)held;
   while (b) {
-    track_open(b, sizeof *b);
-    block_t *next = b->next;
-    track_close(b, sizeof *b);
+    block_t *next = block_next(b);
     chunk_t *c = chunk_of(b);
-    push_remote(relaxed_load(c->arena), chunk_page_of(c, b), b);
+    page_t *pg = chunk_page_of(c, b);
+    arena_t *owner = relaxed_load(c->arena);
+    if (owner == a) { /* arena_free_local without track_free: the block is free already */
+      ebb_assert(pg->used > 0 && pg->cls < NCLASSES);
+      page_push_local(pg, b);
+      uint32_t used = pg->used - 1;
+      relaxed_store(pg->used, used);
+      if (unlikely(used == 0 || pg->slow_free)) arena_free_local_slow(a, pg);
+    } else {
+      push_remote(owner, pg, b);
+    }
     b = next;
   }
 }
 
-static void rcache_flush_all(arena_t *a) {
+static void tcache_flush_all(arena_t *a) {
   for (unsigned c = 0; c < NCLASSES; c++)
-    if (a->rc[c].free) rcache_flush(a, c);
+    if (a->tc[c].free) tcache_flush(a, c, 0);
 }
 
-/* Blocks that threads pass to each other (a server's requests, larson) are kept
- * by the freeing thread and handed out by its next mallocs of the class, with
- * no atomic operation either way, as jemalloc's and tcmalloc's thread caches
- * do; the cache is small (RCACHE_BYTES a class) and goes back to the owners
- * with one CAS a block when full, on the thread's decay pass and at its exit.
- * Blocks of first-class arenas are never kept: their arena may be destroyed. */
-void arena_free_foreign(arena_t *mine, chunk_t *c, page_t *pg, block_t *b) {
-  unsigned cls = relaxed_load(pg->cls);
-  uint32_t size = relaxed_load(pg->block_size);
-  if (mine == &arena_none || relaxed_load(c->first_class) || size > RCACHE_BYTES / 2) {
-    arena_free_remote(relaxed_load(c->arena), pg, b);
-    return;
+/* Every block a thread frees goes into its own cache, whoever's it is, and its
+ * next mallocs of the class take it back, with no atomic operation and no
+ * test of whose block it is (which mispredicted on every other free when a
+ * server's threads hand blocks to each other: larson t2 ran at half
+ * tcmalloc's speed). This is jemalloc's tcache and tcmalloc's thread cache;
+ * the cache stays small (TCACHE_BYTES a class, at most TCACHE_BLOCKS) and
+ * goes home half at a time when full, wholly on the thread's decay pass and
+ * at its exit. Classes whose cache would hold fewer than 4 blocks are never
+ * cached (capacity 1 marks them). */
+bool arena_free_cached(arena_t *a, page_t *pg, block_t *b) {
+  unsigned t = TC_OF(relaxed_load(pg->tc_off));
+  if (a == &arena_none || t == TC_NONE) return false;
+  page_t *tc = &a->tc[t];
+  if (unlikely(tc->capacity == 0)) { /* first use (a new arena's memory is zeroes) */
+    uint32_t size = relaxed_load(pg->block_size), cap = TCACHE_BYTES / size;
+    if (cap > TCACHE_BLOCKS) cap = TCACHE_BLOCKS;
+    tc->cls = (uint8_t)t;
+    relaxed_store(tc->block_size, size); /* stats read these from other threads */
+    relaxed_store(tc->used, cap >= 4 ? cap : 0);
+    relaxed_store(tc->capacity, cap >= 4 ? cap : 1);
+  }
+  if (tc->capacity == 1) return false;
+  if (relaxed_load(tc->used) <= 1) {
+    tcache_flush(a, t, tc->capacity / 2);
+    if (unlikely(--a->tick < 0)) arena_tick(a); /* a slow-path event; a plain push is not */
   }
   track_free(b);
-  if (unlikely(mine->rc[cls].block_size == 0)) { /* first use (arena_reset leaves it) */
-    mine->rc[cls].cls = (uint8_t)cls;
-    mine->rc[cls].block_size = size;
-  }
-  page_push_local(&mine->rc[cls], b);
-  mine->fast[cls] = &mine->rc[cls];
-  /* Flushed every RCACHE_BYTES of frees, not when it holds that much: a block
-   * that circulates through this cache would pay the foreign path for ever,
-   * and flushing sends it home (flushing by size halved larson t1: 102 -> 47
-   * Mops/s, its worker kept re-freeing the main thread's 1000 blocks). */
-  if (unlikely(++mine->rcount[cls] * size > RCACHE_BYTES)) {
-    rcache_flush(mine, cls);
-    if (unlikely(--mine->tick < 0)) arena_tick(mine); /* a slow-path event; a plain push is not */
-  }
+  page_push_local(tc, b);
+  relaxed_store(tc->used, relaxed_load(tc->used) - 1);
+  a->fast[t] = tc;
+  return true;
 }
 
 /* ------------------------------------------------------------ decay */
@@ -455,7 +485,7 @@ static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool 
 size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigned pages) {
   size_t bytes = 0;
   if (exclusive) {
-    if (a == arena_tls) rcache_flush_all(a);
+    if (a == arena_tls) tcache_flush_all(a);
     arena_drain_remote(a);
     bool owner_idle = atomic_load_explicit(&a->state, memory_order_relaxed) != ARENA_OWNED || a != arena_tls;
     unsigned budget = force ? UINT32_MAX : pages;
@@ -541,11 +571,10 @@ static void arena_reset(arena_t *a) {
     a->fast[c] = a->direct[c] = &page_empty;
     a->queues[c].first = a->queues[c].last = NULL;
     a->last_span[c] = NULL;
-    /* the remote caches are 30 KiB of descriptors: left untouched here (a new
+    /* the thread caches are 30 KiB of descriptors: left untouched here (a new
      * arena's memory is zeroes; a destroyed one is first-class and never caches),
-     * their class is set on first use, so an arena costs a few pages, not eight more */
-    if (a->rc[c].free) a->rc[c].free = NULL;
-    a->rcount[c] = 0;
+     * each class's is set up on first use, so an arena costs a few pages, not eight more */
+    ebb_assert(a->tc[c].free == NULL);
   }
   a->tick = TICK_FREES;
   a->now = os_now_ms();
@@ -587,7 +616,7 @@ arena_t *arena_claim(int from, int to) {
 }
 
 void arena_abandon(arena_t *a) {
-  rcache_flush_all(a);
+  tcache_flush_all(a);
   arena_drain_remote(a);
   atomic_store_explicit(&a->state, ARENA_ABANDONED, memory_order_release);
 }
@@ -682,6 +711,13 @@ void arena_reset_blocks(arena_t *a) {
   arena_enforce_cap();
 }
 
+/* Blocks held in a's thread cache of class c, read from any thread (a stale
+ * answer at worst: the owner moves it without a lock). */
+static uint32_t tcache_held(arena_t *a, unsigned c) {
+  uint32_t cap = relaxed_load(a->tc[c].capacity), room = relaxed_load(a->tc[c].used);
+  return cap > 1 && room <= cap ? cap - room : 0;
+}
+
 void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purged, size_t *allocated,
                      uint64_t *count) {
   *mapped += chunk_pool_warm_bytes(); /* purged pooled chunks are address space only */
@@ -699,6 +735,9 @@ void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purg
         if (relaxed_load(c->pages[i].cls) < NCLASSES)
           *allocated += (size_t)relaxed_load(c->pages[i].used) * relaxed_load(c->pages[i].block_size);
     spin_unlock(&a->lock);
+    size_t cached = 0; /* blocks in thread caches count on their pages, but are free */
+    for (unsigned k = 0; k < NCLASSES; k++) cached += (size_t)tcache_held(a, k) * relaxed_load(a->tc[k].block_size);
+    *allocated = *allocated > cached ? *allocated - cached : 0;
   }
 }
 
@@ -714,6 +753,10 @@ void arena_class_stats(class_stat_t out[NCLASSES]) {
         out[cls].span_bytes += (uint64_t)relaxed_load(c->pages[i].units) * UNIT_SIZE;
       }
     spin_unlock(&a->lock);
+    for (unsigned k = 0; k < NCLASSES; k++) { /* cached blocks are free (as in arena_stats_sum) */
+      uint32_t held = tcache_held(a, k);
+      out[k].blocks = out[k].blocks > held ? out[k].blocks - held : 0;
+    }
   }
 }
 

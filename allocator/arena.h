@@ -28,7 +28,7 @@ enum arena_state {
 
 struct huge;
 typedef struct arena {
-  page_t *fast[NCLASSES];         /* what malloc pops from, per class: rc[c] while it holds blocks, else direct[c] */
+  page_t *fast[NCLASSES + 1];     /* what malloc pops from, per class: tc[c] while it holds blocks, else direct[c] */
   page_t *direct[NCLASSES];       /* the class's current page */
   int32_t tick;                   /* local frees until the next clock read */
   uint32_t scan_cls;              /* where the bounded purge pass resumes */
@@ -36,7 +36,6 @@ typedef struct arena {
   uint64_t last_decay;            /* when this arena last ran its decay pass */
   pqueue_t queues[NCLASSES];      /* pages with (possibly) free blocks, per class */
   page_t *last_span[NCLASSES];    /* where each class's last retired page was: taken again first */
-  uint16_t rcount[NCLASSES];      /* blocks put in rc[c] since its last flush (not its size: see arena_free_foreign) */
   _Atomic(page_t *) remote_pages; /* full pages that got a remote free */
   spinlock_t lock;                /* chunks' bitmaps, chunk list, huge list */
   chunk_t *chunks;                /* chunk list */
@@ -47,26 +46,33 @@ typedef struct arena {
   _Atomic size_t active;          /* bytes of spans in pages */
   _Atomic size_t dirty;           /* bytes of free units still resident */
   _Atomic size_t purged;          /* bytes returned to the kernel, cumulative */
-  /* The remote-free cache: other threads' blocks freed by this one, one list
-   * per class, handed out first. Each is a page descriptor used only for its
-   * free list (and block_size), so the malloc fast path pops from it as from
-   * any page: fast[c] points here while it holds blocks. */
-  page_t rc[NCLASSES];
+  /* The thread cache: blocks this thread freed, its own and other threads'
+   * alike, one list per class, handed out first (LIFO, so the block just
+   * freed is the next one malloc returns, still in cache). Each is a page
+   * descriptor used for its free list, block_size, capacity (the most it
+   * holds) and used, which here counts the room left (capacity - blocks
+   * held), so malloc's pop (used + 1) gives room back with no extra work and
+   * a free needs room > 1; 0 for a class never set up, and always for
+   * tc[TC_NONE], the slot of pages whose blocks are never cached. Blocks in
+   * it still count as handed out on their pages. fast[c] points here while
+   * it holds blocks. */
+  page_t tc[NCLASSES + 1];
 } arena_t;
 
 /* The calling thread's arena; arena_none (never NULL) until it has one, so the
  * malloc fast path needs no test: every class of arena_none is empty. */
 extern __thread arena_t *arena_tls __attribute__((tls_model("initial-exec")));
 extern arena_t arena_none;
-/* direct[c] = pg, and fast[c] too unless the remote-free cache has blocks. */
+/* direct[c] = pg, and fast[c] too unless the thread cache has blocks. */
 EBB_INLINE void arena_set_direct(arena_t *a, unsigned c, page_t *pg) {
   a->direct[c] = pg;
-  if (a->fast[c] != &a->rc[c]) a->fast[c] = pg;
+  if (a->fast[c] != &a->tc[c]) a->fast[c] = pg;
 }
 extern page_t page_empty; /* direct[] points here while a class has no page */
 
 #define TICK_FREES 64              /* slow-path events (refills, retirements, cache flushes) between clock reads */
-#define RCACHE_BYTES 16384         /* per class, the most another thread's freed blocks a thread keeps */
+#define TCACHE_BYTES 16384         /* per class, the most a thread cache holds (in blocks: at most TCACHE_BLOCKS) */
+#define TCACHE_BLOCKS 256
 #define GLOBAL_CHECK_MS 4          /* the global purge runs at most this often */
 #define PASS_PAGES 256             /* pages one bounded purge pass examines on a thread's own time */
 #define BACKGROUND_PASS_PAGES 4096 /* the same for the background thread, off the request path */
@@ -90,8 +96,11 @@ void arena_purge_background(uint64_t now);
 void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size);
 void arena_free_local_slow(arena_t *a, page_t *pg);
 void arena_free_remote(arena_t *owner, page_t *pg, block_t *b);
-/* A free by thread arena `mine` (or NULL) of a block of another arena's chunk c. */
-void arena_free_foreign(arena_t *mine, chunk_t *c, page_t *pg, block_t *b);
+/* A free by thread arena a of a checked block b of pg into a's thread cache,
+ * setting the class's cache up or flushing half of it first; false (nothing
+ * done) when b may not be cached: no arena, pg's tc_off is TC_NONE's, or its
+ * blocks are too big for the cache. */
+bool arena_free_cached(arena_t *a, page_t *pg, block_t *b);
 void arena_tick(arena_t *a);
 /* Purges what has decayed everywhere (force: everything). Returns bytes. */
 size_t arena_purge_all(bool force);
@@ -115,9 +124,8 @@ void arena_class_stats(class_stat_t out[NCLASSES]);
 /* Decay pass over one arena at time now; exclusive: the caller owns its pages. */
 size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigned pages);
 
-/* Pops the first free block of class c's current page, or NULL. The thread's
- * cache of other threads' blocks is served by the slow path, once the page
- * runs dry: the fast path tests one pointer. */
+/* Pops the first free block of fast[c]: the thread cache while it holds
+ * blocks, else the class's current page; NULL when that is empty too. */
 EBB_INLINE void *arena_pop(arena_t *a, unsigned c) {
   page_t *pg = a->fast[c];
   block_t *b = pg->free;
@@ -126,12 +134,15 @@ EBB_INLINE void *arena_pop(arena_t *a, unsigned c) {
   block_t *next = b->next;
   pg->free = next;
   /* The list ran dry: the next malloc of the class pops from the class's page
-   * (a no-op unless this was the remote-free cache, which a server empties
-   * after nearly every block another thread hands over). */
+   * (a no-op unless this was the thread cache). */
   if (unlikely(next == NULL)) a->fast[c] = a->direct[c];
   relaxed_store(b->cookie, 0);
   relaxed_store(pg->used, pg->used + 1);
   track_malloc(b, pg->block_size, false);
+  /* ... and that is a slow-path event, counted once b is wholly handed out (a
+   * decay pass may look at its page): a thread whose frees all go into its
+   * cache and come back out still reads the clock and runs its decay. */
+  if (unlikely(next == NULL) && unlikely(--a->tick < 0)) arena_tick(a);
   return b;
 }
 
@@ -150,6 +161,29 @@ EBB_INLINE void arena_free_fast(arena_t *a, page_t *pg, block_t *b, uint64_t coo
   uint32_t used = pg->used - 1;
   relaxed_store(pg->used, used);
   if (unlikely(used == 0)) arena_free_local_slow(a, pg);
+}
+
+/* The free fast path's push into the thread cache: true if b (checked, not
+ * free; cookie is page_cookie(b)) went in. It needs room > 1 in the slot of
+ * pg->tc_off; arena_none's slots and tc[TC_NONE] have 0, so neither is ever
+ * written. No test of whose block it is: see arena_free_cached. */
+EBB_INLINE bool arena_cache_push(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
+  size_t off = relaxed_load(pg->tc_off);
+  page_t *tc = (page_t *)((char *)a->tc + off);
+  uint32_t room = relaxed_load(tc->used);
+  if (unlikely(room <= 1)) return false;
+  track_free(b);
+  block_t *head = tc->free;
+  track_open(b, sizeof *b);
+  b->next = head;
+  relaxed_store(b->cookie, cookie);
+  track_close(b, sizeof *b);
+  tc->free = b;
+  relaxed_store(tc->used, room - 1);
+  /* while the cache holds blocks fast[] points at it already: only the first
+   * block switches it (a store every time cost 0.3 ns a pair in bench/loop) */
+  if (unlikely(head == NULL)) a->fast[TC_OF(off)] = tc;
+  return true;
 }
 
 /* Any free by the owner (the slow path's). */

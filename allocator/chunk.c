@@ -56,6 +56,7 @@ static void reset_units(chunk_t *c, uint64_t resident, uint64_t now) {
     relaxed_store(pg->head_back, 0);
     relaxed_store(pg->carved_end, 0);
     page_set_slow(pg, true);
+    page_set_cache(pg);
     if (resident >> i & 1) c->dirty_since[i] = now;
   }
   c->free_units = CHUNK_ALL_FREE;
@@ -147,6 +148,7 @@ static page_t *take_at(chunk_t *c, unsigned first, unsigned n) {
     page_t *t = &c->pages[first + k];
     relaxed_store(t->magic, 0);
     relaxed_store(t->cls, (uint8_t)PAGE_TAIL);
+    page_set_cache(t);
     relaxed_store(t->head_back, (uint16_t)(k * sizeof(page_t)));
   }
   return &c->pages[first];
@@ -175,6 +177,7 @@ void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now) {
   for (unsigned k = 0; k < n; k++) {
     relaxed_store(c->pages[first + k].cls, (uint8_t)PAGE_UNUSED);
     page_set_slow(&c->pages[first + k], true);
+    page_set_cache(&c->pages[first + k]);
     c->dirty_since[first + k] = now;
   }
   c->free_units |= m;

@@ -29,6 +29,7 @@ void page_init(page_t *pg, unsigned cls, char *start, struct arena *owner, bool 
   relaxed_store(pg->block_size, ci->size);
   pg->capacity = ci->count;
   relaxed_store(pg->purged, 0);
+  page_set_cache(pg);
   pg->purge_used = UINT32_MAX;
   pg->settled = 0;
   pg->looked = 0;
@@ -107,6 +108,7 @@ static void page_unpark_one(page_t *pg) {
   for (uint32_t i = last + 1; i-- > first;)
     if (!(page_block_granules(pg, i) & pg->purged)) page_push_local(pg, block_at(pg, i));
   if (!pg->purged && !pg->full) page_set_slow(pg, false);
+  page_set_cache(pg);
 }
 
 bool page_refill(page_t *pg) {
@@ -117,6 +119,7 @@ bool page_refill(page_t *pg) {
     if (pg->free) return true;
   }
   relaxed_store(pg->purged, 0); /* granules past the carved blocks need no unparking */
+  page_set_cache(pg);
   if (carved < pg->capacity) {
     page_open_batch(pg, carved);
     return true;
@@ -169,6 +172,7 @@ size_t page_purge_free(page_t *pg, bool use_free) {
   size_t bytes = purge_runs(pg, cand, use_free);
   relaxed_store(pg->purged, pg->purged | cand);
   page_set_slow(pg, true);
+  page_set_cache(pg);
   pg->free = NULL; /* rebuild, leaving out (parking) blocks in purged granules */
   for (uint32_t i = carved; i-- > 0;)
     if ((bits[i / 64] >> (i % 64) & 1) && !(page_block_granules(pg, i) & pg->purged))

@@ -40,7 +40,7 @@ typedef struct page {
   uint8_t pad_u8[4];
   uint64_t purged;        /* granules returned to the kernel; their free blocks are parked */
   uint16_t head_back;     /* bytes back to the span's head descriptor (0 unless PAGE_TAIL) */
-  uint16_t pad16;
+  uint16_t tc_off;        /* the thread-cache slot a free of its blocks may use, as a byte offset: TC_OFF(cls or TC_NONE) */
   uint32_t pad32;
   struct arena *fast_owner; /* the owner while its frees may take the fast path, else NULL (never a thread's arena) */
   /* line 1: the owner's */
@@ -116,6 +116,23 @@ EBB_INLINE void *page_bump(page_t *pg) {
 EBB_INLINE void page_set_slow(page_t *pg, bool slow) {
   pg->slow_free = slow;
   relaxed_store(pg->fast_owner, slow ? NULL : pg->owner);
+}
+
+/* A free may put a block of pg in the freeing thread's cache (arena.h) only
+ * while the page serves a class, belongs to a thread arena (bump pages are
+ * first-class arenas', which may be destroyed with the block still cached) and
+ * has no purged granule (a free there must first rule out a parked block):
+ * tc_off then names the class's slot, else TC_NONE's, a slot that never takes
+ * a block. It is kept as a byte offset into the slots (descriptors are 256
+ * bytes), so the free fast path adds it to the arena with no shift.
+ * Called wherever cls, bump or purged change. */
+#define TC_NONE NCLASSES
+#define TC_OFF(t) ((uint16_t)((t) * sizeof(page_t)))
+#define TC_OF(off) ((unsigned)((off) / sizeof(page_t)))
+_Static_assert(TC_NONE * sizeof(page_t) <= UINT16_MAX, "slot offsets fit tc_off");
+EBB_INLINE void page_set_cache(page_t *pg) {
+  bool ok = relaxed_load(pg->cls) < NCLASSES && !pg->bump && relaxed_load(pg->purged) == 0;
+  relaxed_store(pg->tc_off, TC_OFF(ok ? relaxed_load(pg->cls) : TC_NONE));
 }
 
 /* Whether p is the start of a block of pg ever handed out: one multiply and two
