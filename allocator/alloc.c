@@ -153,27 +153,22 @@ static EBB_NOINLINE void free_block(void *p, const char *func) {
   }
   arena_t *a = arena_tls;
   check_not_free(o, p, func);
-  if (arena_free_cached(a, o.page, p)) return;
+  /* The thread's own block goes home here, never into its cache: this is the
+   * free of a block of a full page (which this takes off the full list) or
+   * one the fast path declined; cached, it would keep its page full and
+   * every free of the page's blocks on this slow path (instance churn +20 %). */
   if (likely(relaxed_load(o.chunk->arena) == a))
     arena_free_local(a, o.page, p);
-  else
+  else if (!arena_free_cached(a, o.page, p))
     arena_free_remote(relaxed_load(o.chunk->arena), o.page, p);
 }
 
-/* A checked block of a page the thread owns, when its cache declined it (full,
- * not set up, or a class never cached). */
-static EBB_NOINLINE void free_owned(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
-  if (!arena_free_cached(a, pg, b)) arena_free_fast(a, pg, b, cookie);
-}
-
 /* The fast path: a live block of a page in a chunk goes into the thread's
- * cache (arena_cache_push), whoever's block it is. When the cache declines
- * (full, not set up, a page whose blocks are never cached, no arena yet), a
- * block of a page the thread owns that may take the fast path (pg->fast_owner
- * is NULL for full, purged or unused pages, which no thread's arena_tls is)
- * goes through arena_free_cached (which sets the cache up or flushes half of
- * it) or, for a class never cached, on the page's list. Anything else takes
- * free_block, which checks everything again and names the misuse. */
+ * cache, or when that is full (or never takes the class) and the thread owns
+ * the page, on the page's list (arena_free_push). Anything else (a full cache
+ * and another thread's block, a page that is full, purged or unused, a cache
+ * not set up, no arena yet) takes free_block, which checks everything again,
+ * names the misuse, and makes room in the cache. */
 EBB_EXPORT void ebb_free(void *p) {
   /* The block's line is read (cookie) and then written (link, cookie): fetch it
    * for writing at once, so a block last written on another core costs one
@@ -190,12 +185,7 @@ EBB_EXPORT void ebb_free(void *p) {
     block_t *b = p;
     uint64_t cookie = page_cookie(b); /* loaded once: the stores below might alias page_key */
     if (likely(page_is_block(pg, p) && !block_cookie_is(b, cookie))) {
-      arena_t *a = arena_tls;
-      if (likely(arena_cache_push(a, pg, b, cookie))) return;
-      if (relaxed_load(pg->fast_owner) == a) {
-        free_owned(a, pg, b, cookie); /* a tail call: the fast path saves no registers */
-        return;
-      }
+      if (likely(arena_free_push(arena_tls, pg, b, cookie))) return;
     }
   }
   if (p) free_block(p, "free");
@@ -347,7 +337,7 @@ EBB_EXPORT ebb_arena_t *ebb_arena_create(void) {
 /* The same pop as ebb_malloc's fast path, from the arena's own pages. */
 EBB_EXPORT void *ebb_arena_malloc(ebb_arena_t *a, size_t size) {
   if (likely(size <= 1024)) {
-    void *p = arena_pop((arena_t *)a, class_small[(size + 15) >> 4]);
+    void *p = arena_pop_page((arena_t *)a, class_small[(size + 15) >> 4]); /* first-class: no cache */
     if (likely(p != NULL)) return p;
   }
   return alloc_in((arena_t *)a, size, true);

@@ -9,7 +9,7 @@
 #include "registry.h"
 
 page_t page_empty;
-arena_t arena_none = {.fast = {[0 ... NCLASSES - 1] = &page_empty}, .direct = {[0 ... NCLASSES - 1] = &page_empty}};
+arena_t arena_none = {.tc = {[0 ... NCLASSES - 1] = {.direct = &page_empty}}};
 __thread arena_t *arena_tls __attribute__((tls_model("initial-exec"))) = &arena_none;
 
 static _Atomic(arena_t *) arenas_all;    /* every arena ever made */
@@ -35,7 +35,7 @@ static void queue_remove(arena_t *a, page_t *pg) {
   else
     q->last = pg->prev;
   pg->next = pg->prev = NULL;
-  if (a->direct[pg->cls] == pg) arena_set_direct(a, pg->cls, &page_empty);
+  if (a->tc[pg->cls].direct == pg) arena_set_direct(a, pg->cls, &page_empty);
 }
 
 static void queue_push_front(arena_t *a, page_t *pg) {
@@ -263,10 +263,13 @@ static void arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
 
 static bool page_usable(arena_t *a, page_t *pg) { return page_refill(pg) || page_mark_full(a, pg); }
 
+static void tcache_setup(arena_t *a, unsigned cls);
+
 void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
   if (unlikely(--a->tick < 0)) arena_tick(a);
-  ebb_assert(a->fast[cls] != &a->tc[cls]); /* arena_pop switches back when it empties the cache */
-  page_t *pg = a->direct[cls];
+  if (unlikely(a->tc_cap[cls] == 0) && a == arena_tls) tcache_setup(a, cls); /* not a first-class arena */
+  a->tc_skip = a->tc_skip_base; /* a burst of frees that filled a class's cache is over */
+  page_t *pg = a->tc[cls].direct;
   if (pg == &page_empty || !page_refill(pg)) {
     arena_drain_remote(a);
     if (pg != &page_empty && !pg->full) page_mark_full(a, pg);
@@ -291,7 +294,7 @@ void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
  * units costs a lock, not a page fault. */
 void arena_free_local_slow(arena_t *a, page_t *pg) {
   if (pg->full) page_unmark_full(a, pg);
-  if (pg->used == 0 && (a->direct[pg->cls] != pg || pg->units > 1) && !pg->remote_pending)
+  if (pg->used == 0 && (a->tc[pg->cls].direct != pg || pg->units > 1) && !pg->remote_pending)
     arena_page_retire(a, pg, 0);
   /* last: a decay pass may retire pg (found by UBSan: pg->cls read as PAGE_UNUSED) */
   if (unlikely(--a->tick < 0)) arena_tick(a);
@@ -322,14 +325,21 @@ void arena_free_remote(arena_t *owner, page_t *pg, block_t *b) {
   if (mine != &arena_none && unlikely(--mine->tick < 0)) arena_tick(mine);
 }
 
+/* Blocks held in a's thread cache of class c, read from any thread (a stale
+ * answer at worst: the owner moves it without a lock). */
+static uint32_t tcache_held(arena_t *a, unsigned c) {
+  uint32_t cap = relaxed_load(a->tc_cap[c]), room = relaxed_load(a->tc[c].room);
+  return cap > 1 && room <= cap ? cap - room : 0;
+}
+
 /* Sends all but the newest `keep` blocks of class cls's thread cache home:
  * this arena's to their pages' lists (the local free's bookkeeping, slow cases
  * included), other arenas' onto their pages' remote lists (one CAS a block).
  * The cache's state is whole before any block goes home: a local free's slow
  * path may run a decay pass, which flushes the cache again. */
 static void tcache_flush(arena_t *a, unsigned cls, uint32_t keep) {
-  page_t *tc = &a->tc[cls];
-  uint32_t held = tc->capacity - relaxed_load(tc->used), kept = 0;
+  tcache_t *tc = &a->tc[cls];
+  uint32_t held = tcache_held(a, cls), kept = 0;
   block_t *b = tc->free, *last = NULL;
   for (; kept < keep && b; kept++) {
     last = b;
@@ -343,10 +353,8 @@ static void tcache_flush(arena_t *a, unsigned cls, uint32_t keep) {
     track_close(last, sizeof *last);
   } else {
     tc->free = NULL;
-    a->fast[cls] = a->direct[cls];
   }
-  relaxed_store(tc->used, tc->capacity - kept);
-  (void)held;
+  relaxed_store(tc->room, a->tc_cap[cls] - kept);
   while (b) {
     block_t *next = block_next(b);
     chunk_t *c = chunk_of(b);
@@ -370,36 +378,57 @@ static void tcache_flush_all(arena_t *a) {
     if (a->tc[c].free) tcache_flush(a, c, 0);
 }
 
+/* Sizes class cls's thread cache; its first malloc of the class (or free of
+ * another thread's block of it) does this. A new arena's memory is zeroes.
+ * A class whose blocks fit TCACHE_BYTES fewer than TCACHE_MIN_BLOCKS times
+ * is never cached (capacity 1, room 0: the free fast path sends its blocks
+ * to their pages). */
+static void tcache_setup(arena_t *a, unsigned cls) {
+  uint32_t size = class_info[cls].size, cap = TCACHE_BYTES / size;
+  if (cap > TCACHE_BLOCKS) cap = TCACHE_BLOCKS;
+  if (cap < TCACHE_MIN_BLOCKS) cap = 1;
+  relaxed_store(a->tc[cls].size, size); /* stats read these from other threads */
+  relaxed_store(a->tc[cls].room, cap > 1 ? cap : 0);
+  relaxed_store(a->tc_cap[cls], cap);
+}
+
+/* Whether the thread's own blocks go into its cache too (see arena_free_push). */
+static void tcache_mode(arena_t *a, bool server) {
+  a->tc_server = server;
+  a->tc_skip = a->tc_skip_base = !server;
+}
+
 /* Every block a thread frees goes into its own cache, whoever's it is, and its
  * next mallocs of the class take it back, with no atomic operation and no
  * test of whose block it is (which mispredicted on every other free when a
  * server's threads hand blocks to each other: larson t2 ran at half
- * tcmalloc's speed). This is jemalloc's tcache and tcmalloc's thread cache;
- * the cache stays small (TCACHE_BYTES a class, at most TCACHE_BLOCKS) and
- * goes home half at a time when full, wholly on the thread's decay pass and
- * at its exit. Classes whose cache would hold fewer than 4 blocks are never
- * cached (capacity 1 marks them). */
+ * tcmalloc's speed). This is jemalloc's tcache and tcmalloc's thread cache.
+ * A class's cache holds at most tc_cap blocks. Once full, the thread's own
+ * blocks go straight to their pages (handling each block of a large teardown
+ * twice, into the cache and out again, made instance churn 16 % slower);
+ * another thread's block makes room by sending the older half of the class
+ * home (a thread that only frees other threads' blocks, a consumer, returns
+ * them half a cacheful at a time). All of it goes home on the thread's decay
+ * pass and at its exit. This is the free's slow path: it runs when the fast
+ * one (arena_free_push) declined. */
 bool arena_free_cached(arena_t *a, page_t *pg, block_t *b) {
   unsigned t = TC_OF(relaxed_load(pg->tc_off));
   if (a == &arena_none || t == TC_NONE) return false;
-  page_t *tc = &a->tc[t];
-  if (unlikely(tc->capacity == 0)) { /* first use (a new arena's memory is zeroes) */
-    uint32_t size = relaxed_load(pg->block_size), cap = TCACHE_BYTES / size;
-    if (cap > TCACHE_BLOCKS) cap = TCACHE_BLOCKS;
-    tc->cls = (uint8_t)t;
-    relaxed_store(tc->block_size, size); /* stats read these from other threads */
-    relaxed_store(tc->used, cap >= 4 ? cap : 0);
-    relaxed_store(tc->capacity, cap >= 4 ? cap : 1);
-  }
-  if (tc->capacity == 1) return false;
-  if (relaxed_load(tc->used) <= 1) {
-    tcache_flush(a, t, tc->capacity / 2);
+  tcache_t *tc = &a->tc[t];
+  if (unlikely(a->tc_cap[t] == 0)) tcache_setup(a, t); /* another thread's block, of a class this one never allocated */
+  if (unlikely(++a->tc_foreign == TC_SERVER_FREES)) tcache_mode(a, true);
+  if (a->tc_cap[t] == 1) return false;
+  if (relaxed_load(tc->room) <= 1) {
+    tcache_flush(a, t, a->tc_cap[t] / 2);
     if (unlikely(--a->tick < 0)) arena_tick(a); /* a slow-path event; a plain push is not */
   }
   track_free(b);
-  page_push_local(tc, b);
-  relaxed_store(tc->used, relaxed_load(tc->used) - 1);
-  a->fast[t] = tc;
+  track_open(b, sizeof *b);
+  b->next = tc->free;
+  relaxed_store(b->cookie, page_cookie(b));
+  track_close(b, sizeof *b);
+  tc->free = b;
+  relaxed_store(tc->room, relaxed_load(tc->room) - 1);
   return true;
 }
 
@@ -457,7 +486,7 @@ static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, boo
 static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool owner_idle) {
   page_collect(pg);
   ebb_assert_expensive(pg->cls < NCLASSES && !pg->full && page_is_valid(pg)); /* bounded: the pass is */
-  bool is_direct = a->direct[pg->cls] == pg;
+  bool is_direct = a->tc[pg->cls].direct == pg;
   bool idle =
       force || (decay_page_idle(pg->touched, now, (uint64_t)opt.decay_ms) && (!is_direct || owner_idle));
   if (pg->used == 0 && !pg->remote_pending && (!is_direct || idle)) {
@@ -485,7 +514,11 @@ static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool 
 size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigned pages) {
   size_t bytes = 0;
   if (exclusive) {
-    if (a == arena_tls) tcache_flush_all(a);
+    if (a == arena_tls) {
+      tcache_flush_all(a);
+      tcache_mode(a, a->tc_foreign >= TC_SERVER_FREES);
+      a->tc_foreign = 0;
+    }
     arena_drain_remote(a);
     bool owner_idle = atomic_load_explicit(&a->state, memory_order_relaxed) != ARENA_OWNED || a != arena_tls;
     unsigned budget = force ? UINT32_MAX : pages;
@@ -568,15 +601,17 @@ void arena_purge_background(uint64_t now) {
 
 static void arena_reset(arena_t *a) {
   for (unsigned c = 0; c < NCLASSES; c++) {
-    a->fast[c] = a->direct[c] = &page_empty;
+    a->tc[c].direct = &page_empty;
     a->queues[c].first = a->queues[c].last = NULL;
     a->last_span[c] = NULL;
-    /* the thread caches are 30 KiB of descriptors: left untouched here (a new
-     * arena's memory is zeroes; a destroyed one is first-class and never caches),
-     * each class's is set up on first use, so an arena costs a few pages, not eight more */
+    /* the thread cache: left untouched here (a new arena's memory is zeroes; a
+     * destroyed one is first-class and never caches), each class's is set up
+     * on first use */
     ebb_assert(a->tc[c].free == NULL);
   }
   a->tick = TICK_FREES;
+  tcache_mode(a, false);
+  a->tc_foreign = 0;
   a->now = os_now_ms();
   a->last_decay = a->now;
 }
@@ -701,9 +736,9 @@ void arena_reset_blocks(arena_t *a) {
   for (unsigned c = 0; c < NCLASSES; c++) {
     /* each class takes back the span it was allocating from, so the next
      * request writes the same (cached) lines, not another class's */
-    page_t *cur = a->direct[c] != &page_empty ? a->direct[c] : a->queues[c].first;
+    page_t *cur = a->tc[c].direct != &page_empty ? a->tc[c].direct : a->queues[c].first;
     if (cur) a->last_span[c] = cur;
-    a->fast[c] = a->direct[c] = &page_empty;
+    a->tc[c].direct = &page_empty;
     a->queues[c].first = a->queues[c].last = NULL;
   }
   if (opt.decay_ms == 0) purge_oldest_locked(a, SIZE_MAX);
@@ -711,18 +746,12 @@ void arena_reset_blocks(arena_t *a) {
   arena_enforce_cap();
 }
 
-/* Blocks held in a's thread cache of class c, read from any thread (a stale
- * answer at worst: the owner moves it without a lock). */
-static uint32_t tcache_held(arena_t *a, unsigned c) {
-  uint32_t cap = relaxed_load(a->tc[c].capacity), room = relaxed_load(a->tc[c].used);
-  return cap > 1 && room <= cap ? cap - room : 0;
-}
-
 void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purged, size_t *allocated,
                      uint64_t *count) {
   *mapped += chunk_pool_warm_bytes(); /* purged pooled chunks are address space only */
   *dirty += chunk_pool_dirty();
   *purged += atomic_load_explicit(&pool_purged, memory_order_relaxed);
+  size_t cached = 0;
   for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) {
     *mapped += atomic_load_explicit(&a->mapped, memory_order_relaxed);
     *active += atomic_load_explicit(&a->active, memory_order_relaxed);
@@ -735,13 +764,14 @@ void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purg
         if (relaxed_load(c->pages[i].cls) < NCLASSES)
           *allocated += (size_t)relaxed_load(c->pages[i].used) * relaxed_load(c->pages[i].block_size);
     spin_unlock(&a->lock);
-    size_t cached = 0; /* blocks in thread caches count on their pages, but are free */
-    for (unsigned k = 0; k < NCLASSES; k++) cached += (size_t)tcache_held(a, k) * relaxed_load(a->tc[k].block_size);
-    *allocated = *allocated > cached ? *allocated - cached : 0;
+    /* blocks in thread caches count on their pages (maybe another arena's), but are free */
+    for (unsigned k = 0; k < NCLASSES; k++) cached += (size_t)tcache_held(a, k) * relaxed_load(a->tc[k].size);
   }
+  *allocated = *allocated > cached ? *allocated - cached : 0;
 }
 
 void arena_class_stats(class_stat_t out[NCLASSES]) {
+  uint64_t held[NCLASSES] = {0};
   for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) {
     spin_lock(&a->lock); /* the chunk list holds still while we read its descriptors */
     for (chunk_t *c = a->chunks; c; c = c->next)
@@ -753,18 +783,16 @@ void arena_class_stats(class_stat_t out[NCLASSES]) {
         out[cls].span_bytes += (uint64_t)relaxed_load(c->pages[i].units) * UNIT_SIZE;
       }
     spin_unlock(&a->lock);
-    for (unsigned k = 0; k < NCLASSES; k++) { /* cached blocks are free (as in arena_stats_sum) */
-      uint32_t held = tcache_held(a, k);
-      out[k].blocks = out[k].blocks > held ? out[k].blocks - held : 0;
-    }
+    for (unsigned k = 0; k < NCLASSES; k++) held[k] += tcache_held(a, k); /* cached blocks are free */
   }
+  for (unsigned k = 0; k < NCLASSES; k++) out[k].blocks = out[k].blocks > held[k] ? out[k].blocks - held[k] : 0;
 }
 
 bool arena_is_valid(arena_t *a) {
   for (unsigned c = 0; c < NCLASSES; c++) {
     for (page_t *pg = a->queues[c].first; pg; pg = pg->next)
       if (pg->cls != c || pg->full || !page_is_valid(pg)) return false;
-    if (a->direct[c] != &page_empty && a->direct[c]->cls != c) return false;
+    if (a->tc[c].direct != &page_empty && a->tc[c].direct->cls != c) return false;
   }
   return true;
 }

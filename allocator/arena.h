@@ -26,14 +26,36 @@ enum arena_state {
   ARENA_ORPHANED,    /* in a fork child: its thread did not survive the fork */
 };
 
+/* A thread cache slot: one class's blocks this thread freed (see arena_t.tc). */
+typedef struct {
+  block_t *free;  /* LIFO */
+  uint32_t room;  /* blocks it may still take + 1: capacity - held; 0: never cached or not set up */
+  uint32_t size;  /* the class's block size (0 until set up) */
+  page_t *direct; /* the class's current page (page_empty while it has none): malloc's next source */
+  uint64_t pad;   /* 32 bytes: a class's malloc reads one line */
+} tcache_t;
+_Static_assert(sizeof(tcache_t) == TC_SLOT, "page_t.tc_off counts in slots of TC_SLOT bytes");
+
 struct huge;
 typedef struct arena {
-  page_t *fast[NCLASSES + 1];     /* what malloc pops from, per class: tc[c] while it holds blocks, else direct[c] */
-  page_t *direct[NCLASSES];       /* the class's current page */
-  int32_t tick;                   /* local frees until the next clock read */
+  /* The thread cache: blocks this thread freed, its own and other threads'
+   * alike, one list per class, which malloc takes first (LIFO: the block just
+   * freed is the next one handed out, still in cache), with no atomic
+   * operation either way. Blocks in it still count as handed out on their
+   * pages (a pop touches no page). A class's list holds at most tc_cap
+   * blocks (TCACHE_BYTES of them, at most TCACHE_BLOCKS). tc[TC_NONE], the
+   * slot of pages whose blocks are never cached, stays empty with room 0, as
+   * do arena_none's. */
+  tcache_t tc[NCLASSES + 1];
+  uint8_t tc_skip;                /* the thread's own blocks skip the cache (see arena_free_push) */
+  uint8_t tc_skip_base;           /* what the malloc slow path resets tc_skip to: !tc_server */
+  uint8_t tc_server;              /* the thread frees many other threads' blocks: its own go into the cache too */
+  uint32_t tc_foreign;            /* other threads' blocks it freed since its last decay pass */
+  int32_t tick;                   /* slow-path events until the next clock read */
   uint32_t scan_cls;              /* where the bounded purge pass resumes */
   uint64_t now;                   /* coarse clock (ms), refreshed on ticks */
   uint64_t last_decay;            /* when this arena last ran its decay pass */
+  uint32_t tc_cap[NCLASSES + 1];  /* the most blocks a class's cache holds (0: not set up; 1: never cached) */
   pqueue_t queues[NCLASSES];      /* pages with (possibly) free blocks, per class */
   page_t *last_span[NCLASSES];    /* where each class's last retired page was: taken again first */
   _Atomic(page_t *) remote_pages; /* full pages that got a remote free */
@@ -46,33 +68,20 @@ typedef struct arena {
   _Atomic size_t active;          /* bytes of spans in pages */
   _Atomic size_t dirty;           /* bytes of free units still resident */
   _Atomic size_t purged;          /* bytes returned to the kernel, cumulative */
-  /* The thread cache: blocks this thread freed, its own and other threads'
-   * alike, one list per class, handed out first (LIFO, so the block just
-   * freed is the next one malloc returns, still in cache). Each is a page
-   * descriptor used for its free list, block_size, capacity (the most it
-   * holds) and used, which here counts the room left (capacity - blocks
-   * held), so malloc's pop (used + 1) gives room back with no extra work and
-   * a free needs room > 1; 0 for a class never set up, and always for
-   * tc[TC_NONE], the slot of pages whose blocks are never cached. Blocks in
-   * it still count as handed out on their pages. fast[c] points here while
-   * it holds blocks. */
-  page_t tc[NCLASSES + 1];
 } arena_t;
 
 /* The calling thread's arena; arena_none (never NULL) until it has one, so the
  * malloc fast path needs no test: every class of arena_none is empty. */
 extern __thread arena_t *arena_tls __attribute__((tls_model("initial-exec")));
 extern arena_t arena_none;
-/* direct[c] = pg, and fast[c] too unless the thread cache has blocks. */
-EBB_INLINE void arena_set_direct(arena_t *a, unsigned c, page_t *pg) {
-  a->direct[c] = pg;
-  if (a->fast[c] != &a->tc[c]) a->fast[c] = pg;
-}
-extern page_t page_empty; /* direct[] points here while a class has no page */
+EBB_INLINE void arena_set_direct(arena_t *a, unsigned c, page_t *pg) { a->tc[c].direct = pg; }
+extern page_t page_empty; /* tc[c].direct points here while a class has no page */
 
 #define TICK_FREES 64              /* slow-path events (refills, retirements, cache flushes) between clock reads */
 #define TCACHE_BYTES 16384         /* per class, the most a thread cache holds (in blocks: at most TCACHE_BLOCKS) */
 #define TCACHE_BLOCKS 256
+#define TCACHE_MIN_BLOCKS 4        /* a class whose blocks fit fewer times than this in it is never cached */
+#define TC_SERVER_FREES 256        /* other threads' blocks freed between decay passes that make a thread cache its own */
 #define GLOBAL_CHECK_MS 4          /* the global purge runs at most this often */
 #define PASS_PAGES 256             /* pages one bounded purge pass examines on a thread's own time */
 #define BACKGROUND_PASS_PAGES 4096 /* the same for the background thread, off the request path */
@@ -97,9 +106,10 @@ void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size);
 void arena_free_local_slow(arena_t *a, page_t *pg);
 void arena_free_remote(arena_t *owner, page_t *pg, block_t *b);
 /* A free by thread arena a of a checked block b of pg into a's thread cache,
- * setting the class's cache up or flushing half of it first; false (nothing
- * done) when b may not be cached: no arena, pg's tc_off is TC_NONE's, or its
- * blocks are too big for the cache. */
+ * setting the class's cache up first, or when it is full and b is another
+ * arena's, sending the older half home; false (nothing done) when b may not
+ * be cached: no arena, pg's tc_off is TC_NONE's, its blocks are too big for
+ * the cache, or the cache is full and b is a's own. */
 bool arena_free_cached(arena_t *a, page_t *pg, block_t *b);
 void arena_tick(arena_t *a);
 /* Purges what has decayed everywhere (force: everything). Returns bytes. */
@@ -124,25 +134,29 @@ void arena_class_stats(class_stat_t out[NCLASSES]);
 /* Decay pass over one arena at time now; exclusive: the caller owns its pages. */
 size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigned pages);
 
-/* Pops the first free block of fast[c]: the thread cache while it holds
- * blocks, else the class's current page; NULL when that is empty too. */
-EBB_INLINE void *arena_pop(arena_t *a, unsigned c) {
-  page_t *pg = a->fast[c];
+/* Pops the first free block of class c's current page, or NULL. */
+EBB_INLINE void *arena_pop_page(arena_t *a, unsigned c) {
+  page_t *pg = a->tc[c].direct;
   block_t *b = pg->free;
   if (unlikely(b == NULL)) return page_bump(pg);
   track_open(b, sizeof *b);
-  block_t *next = b->next;
-  pg->free = next;
-  /* The list ran dry: the next malloc of the class pops from the class's page
-   * (a no-op unless this was the thread cache). */
-  if (unlikely(next == NULL)) a->fast[c] = a->direct[c];
+  pg->free = b->next;
   relaxed_store(b->cookie, 0);
   relaxed_store(pg->used, pg->used + 1);
   track_malloc(b, pg->block_size, false);
-  /* ... and that is a slow-path event, counted once b is wholly handed out (a
-   * decay pass may look at its page): a thread whose frees all go into its
-   * cache and come back out still reads the clock and runs its decay. */
-  if (unlikely(next == NULL) && unlikely(--a->tick < 0)) arena_tick(a);
+  return b;
+}
+
+/* Pops the thread cache's newest block of class c, else the page's first. */
+EBB_INLINE void *arena_pop(arena_t *a, unsigned c) {
+  tcache_t *tc = &a->tc[c];
+  block_t *b = tc->free;
+  if (unlikely(b == NULL)) return arena_pop_page(a, c);
+  track_open(b, sizeof *b);
+  tc->free = b->next;
+  relaxed_store(tc->room, tc->room + 1);
+  relaxed_store(b->cookie, 0);
+  track_malloc(b, tc->size, false);
   return b;
 }
 
@@ -152,37 +166,51 @@ EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
   return likely(b != NULL) ? b : arena_malloc_slow(a, c, size);
 }
 
-/* A free by the owner of a page that may take the fast path (pg->fast_owner
- * == a); cookie is page_cookie(b). */
-EBB_INLINE void arena_free_fast(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
+/* The free fast path, for b (checked, not free; cookie is page_cookie(b)) of
+ * page pg: into the thread cache while the slot of pg->tc_off has room and
+ * the thread's own blocks do not skip the cache (tc_skip); else, if the thread
+ * owns pg and it may take the fast path (pg->fast_owner == a), onto the page's
+ * list. False when neither: the caller takes the slow path, where other
+ * threads' blocks go into the cache (arena_free_cached).
+ *   Own blocks skip the cache unless the thread frees many other threads'
+ * blocks too (tc_server): a thread that frees mostly its own gains nothing
+ * from caching them and lost up to 20 % (instance churn, per-request
+ * malloc/free: a burst of frees went into the cache and out again, and
+ * mallocs took blocks in an order that cached worse). A server's thread,
+ * whose frees are its own and other threads' at random, caches both, so no
+ * branch asks whose block it is (larson t2: 71 -> 110 Mops/s). Once a class's
+ * cache fills, its own blocks of every class skip the cache until the malloc
+ * slow path runs: in a burst of frees that fills some classes' caches and not
+ * others, choosing by each block's class mispredicted.
+ *   A free into an empty slot counts as a slow-path event, so a thread whose
+ * blocks all go round through its cache still reads the clock and runs its
+ * decay. arena_none's slots have room 0: it is never written. */
+EBB_INLINE bool arena_free_push(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
+  if (likely(!a->tc_skip)) {
+    size_t off = relaxed_load(pg->tc_off);
+    tcache_t *tc = (tcache_t *)((char *)a->tc + off);
+    uint32_t room = relaxed_load(tc->room);
+    if (likely(room > 1)) {
+      track_free(b);
+      block_t *head = tc->free;
+      track_open(b, sizeof *b);
+      b->next = head;
+      relaxed_store(b->cookie, cookie);
+      track_close(b, sizeof *b);
+      tc->free = b;
+      relaxed_store(tc->room, room - 1);
+      if (unlikely(head == NULL) && unlikely(--a->tick < 0)) arena_tick(a);
+      return true;
+    }
+    if (room == 1) a->tc_skip = 1; /* the class's cache is full */
+  }
+  if (relaxed_load(pg->fast_owner) != a) return false;
   ebb_assert(pg->used > 0 && pg->cls < NCLASSES && !pg->slow_free);
   track_free(b);
   page_push_cookie(pg, b, cookie);
   uint32_t used = pg->used - 1;
   relaxed_store(pg->used, used);
   if (unlikely(used == 0)) arena_free_local_slow(a, pg);
-}
-
-/* The free fast path's push into the thread cache: true if b (checked, not
- * free; cookie is page_cookie(b)) went in. It needs room > 1 in the slot of
- * pg->tc_off; arena_none's slots and tc[TC_NONE] have 0, so neither is ever
- * written. No test of whose block it is: see arena_free_cached. */
-EBB_INLINE bool arena_cache_push(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
-  size_t off = relaxed_load(pg->tc_off);
-  page_t *tc = (page_t *)((char *)a->tc + off);
-  uint32_t room = relaxed_load(tc->used);
-  if (unlikely(room <= 1)) return false;
-  track_free(b);
-  block_t *head = tc->free;
-  track_open(b, sizeof *b);
-  b->next = head;
-  relaxed_store(b->cookie, cookie);
-  track_close(b, sizeof *b);
-  tc->free = b;
-  relaxed_store(tc->used, room - 1);
-  /* while the cache holds blocks fast[] points at it already: only the first
-   * block switches it (a store every time cost 0.3 ns a pair in bench/loop) */
-  if (unlikely(head == NULL)) a->fast[TC_OF(off)] = tc;
   return true;
 }
 

@@ -123,13 +123,13 @@ EBB_INLINE void page_set_slow(page_t *pg, bool slow) {
  * first-class arenas', which may be destroyed with the block still cached) and
  * has no purged granule (a free there must first rule out a parked block):
  * tc_off then names the class's slot, else TC_NONE's, a slot that never takes
- * a block. It is kept as a byte offset into the slots (descriptors are 256
- * bytes), so the free fast path adds it to the arena with no shift.
+ * a block. It is kept as a byte offset into the slots, so the free fast path
+ * adds it to the arena with no shift.
  * Called wherever cls, bump or purged change. */
 #define TC_NONE NCLASSES
-#define TC_OFF(t) ((uint16_t)((t) * sizeof(page_t)))
-#define TC_OF(off) ((unsigned)((off) / sizeof(page_t)))
-_Static_assert(TC_NONE * sizeof(page_t) <= UINT16_MAX, "slot offsets fit tc_off");
+#define TC_SLOT 32 /* sizeof(tcache_t) */
+#define TC_OFF(t) ((uint16_t)((t) * TC_SLOT))
+#define TC_OF(off) ((unsigned)((off) / TC_SLOT))
 EBB_INLINE void page_set_cache(page_t *pg) {
   bool ok = relaxed_load(pg->cls) < NCLASSES && !pg->bump && relaxed_load(pg->purged) == 0;
   relaxed_store(pg->tc_off, TC_OFF(ok ? relaxed_load(pg->cls) : TC_NONE));

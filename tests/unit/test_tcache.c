@@ -1,9 +1,12 @@
-/* The thread cache: every block a thread frees, its own or another thread's,
- * is handed out again by that thread's next malloc of the class (LIFO); the
- * cache holds at most its capacity, sends half home when full, everything on
- * the thread's decay pass and at its exit; blocks of first-class arenas and of
- * purged pages are never cached; stats do not count cached blocks as live;
- * a second free of a cached block is still caught. */
+/* The thread cache: other threads' blocks a thread frees are handed out again
+ * by its next mallocs of the class (LIFO); a thread that frees many of them
+ * (a server's) caches its own blocks too, one that does not sends them to
+ * their pages; a class's cache holds at most its capacity, a full one sends
+ * its older half home for another thread's block and lets the thread's own
+ * blocks skip the cache; everything goes home on the thread's decay pass and
+ * at its exit; blocks of first-class arenas, of purged pages and of big
+ * classes are never cached; stats do not count cached blocks as live; a
+ * second free of a cached block is still caught. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>
@@ -12,7 +15,45 @@
 #include "ebb.h"
 
 static page_t *page_of(void *p) { return chunk_page_of(chunk_of(p), p); }
-static uint32_t held(arena_t *a, unsigned cls) { return a->tc[cls].capacity - a->tc[cls].used; }
+static uint32_t held(arena_t *a, unsigned cls) {
+  return a->tc_cap[cls] > 1 ? a->tc_cap[cls] - a->tc[cls].room : 0;
+}
+
+/* Sum of `used` over the distinct pages of blocks v[0..n). */
+static uint32_t pages_used(void **v, int n) {
+  page_t *seen[64];
+  int ns = 0;
+  uint32_t sum = 0;
+  for (int i = 0; i < n; i++) {
+    page_t *pg = page_of(v[i]);
+    int k = 0;
+    while (k < ns && seen[k] != pg) k++;
+    if (k < ns) continue;
+    cr_assert_lt(ns, 64);
+    seen[ns++] = pg;
+    sum += pg->used;
+  }
+  return sum;
+}
+
+/* ---------------------------------------------------------------- a thread that frees its own blocks */
+
+Test(tcache, own_blocks_go_to_their_page_when_the_thread_frees_few_of_others) {
+  void *keep = ebb_malloc(64), *p = ebb_malloc(64);
+  arena_t *a = arena_tls;
+  unsigned c = size_class(64);
+  cr_assert_not(a->tc_server);
+  page_t *pg = page_of(p);
+  uint32_t used = pg->used;
+  ebb_free(p);
+  cr_assert_eq(held(a, c), 0, "not cached");
+  cr_assert_eq(pg->used, used - 1, "back on its page");
+  cr_assert_eq(ebb_malloc(64), p);
+  ebb_free(p);
+  ebb_free(keep);
+}
+
+/* ---------------------------------------------------------------- other threads' blocks */
 
 static void *blk[8];
 static void *reused;
@@ -45,52 +86,69 @@ Test(tcache, foreign_blocks_are_reused_then_returned_at_exit) {
   ebb_free(reused);
 }
 
-Test(tcache, own_blocks_are_cached_lifo_and_stay_counted_on_their_page) {
-  void *keep = ebb_malloc(64); /* keeps the page from emptying */
-  void *p = ebb_malloc(64), *q = ebb_malloc(64);
+/* ---------------------------------------------------------------- a server's thread */
+
+enum { NFOREIGN = TC_SERVER_FREES + 8 };
+static void *foreign[NFOREIGN];
+
+static void make_foreign(void) {
+  for (int i = 0; i < NFOREIGN; i++) foreign[i] = ebb_malloc(32);
+}
+
+/* Frees the other thread's blocks: the thread becomes a server's. */
+static void become_server(void) {
+  ebb_free(ebb_malloc(64)); /* an arena, and class 64's cache set up */
+  for (int i = 0; i < TC_SERVER_FREES - 1; i++) ebb_free(foreign[i]);
+  cr_assert_not(arena_tls->tc_server);
+  ebb_free(foreign[TC_SERVER_FREES - 1]);
+  cr_assert(arena_tls->tc_server, "TC_SERVER_FREES of other threads' blocks make it a server's");
+}
+
+static void *server_caches_own(void *arg) {
+  (void)arg;
+  become_server();
   arena_t *a = arena_tls;
   unsigned c = size_class(64);
+  void *keep = ebb_malloc(64), *p = ebb_malloc(64), *q = ebb_malloc(64);
   page_t *pg = page_of(p);
-  uint32_t used = pg->used;
-  uint32_t before = held(a, c);
+  uint32_t used = pg->used, before = held(a, c);
   ebb_free(p);
   ebb_free(q);
-  cr_assert_eq(held(a, c), before + 2);
+  cr_assert_eq(held(a, c), before + 2, "its own blocks go into its cache");
   cr_assert_eq(pg->used, used, "a cached block still counts on its page");
-  cr_assert_eq(a->fast[c], &a->tc[c], "malloc pops from the cache first");
   cr_assert_eq(ebb_malloc(64), q, "last freed, first reused");
   cr_assert_eq(ebb_malloc(64), p);
   cr_assert_eq(pg->used, used, "a block from the cache was never off its page's count");
-  cr_assert_eq(held(a, c), before);
   ebb_free(p);
   ebb_free(q);
   ebb_free(keep);
+  /* a decay pass sends the cache home and keeps the thread a server's (it
+   * freed TC_SERVER_FREES of other threads' blocks since the last pass); the
+   * next, with none freed since, makes it an ordinary one again */
+  arena_purge_all(false);
+  cr_assert_eq(held(a, c), 0);
+  cr_assert(a->tc_server);
+  arena_purge_all(false);
+  cr_assert_not(a->tc_server);
+  return NULL;
 }
 
-/* Sum of `used` over the distinct pages of blocks v[0..n). */
-static uint32_t pages_used(void **v, int n) {
-  page_t *seen[64];
-  int ns = 0;
-  uint32_t sum = 0;
-  for (int i = 0; i < n; i++) {
-    page_t *pg = page_of(v[i]);
-    int k = 0;
-    while (k < ns && seen[k] != pg) k++;
-    if (k < ns) continue;
-    cr_assert_lt(ns, 64);
-    seen[ns++] = pg;
-    sum += pg->used;
-  }
-  return sum;
+Test(tcache, a_server_thread_caches_its_own_blocks_too) {
+  make_foreign();
+  pthread_t t;
+  pthread_create(&t, NULL, server_caches_own, NULL);
+  pthread_join(t, NULL);
 }
 
-Test(tcache, a_full_cache_sends_its_older_half_home) {
+static void *full_class_skips(void *arg) {
+  (void)arg;
+  become_server();
+  arena_t *a = arena_tls;
   unsigned c = size_class(256);
   enum { N = 200 };
   static void *p[N];
-  ebb_free(ebb_malloc(256)); /* sets the class's cache up */
-  arena_t *a = arena_tls;
-  uint32_t cap = a->tc[c].capacity;
+  ebb_free(ebb_malloc(256)); /* class 256's cache set up */
+  uint32_t cap = a->tc_cap[c];
   cr_assert_eq(cap, TCACHE_BYTES / 256, "capacity: TCACHE_BYTES of blocks");
   cr_assert_lt(cap, (uint32_t)N);
   for (int i = 0; i < N; i++) p[i] = ebb_malloc(256);
@@ -99,15 +157,66 @@ Test(tcache, a_full_cache_sends_its_older_half_home) {
   for (uint32_t i = 0; i < cap - 1; i++) ebb_free(p[i]);
   cr_assert_eq(held(a, c), cap - 1, "fills to capacity - 1");
   cr_assert_eq(pages_used(p, N), used0, "cached blocks stay counted on their pages");
-  ebb_free(p[cap - 1]);
-  uint32_t kept = cap / 2, flushed = cap - 1 - kept;
-  cr_assert_eq(held(a, c), kept + 1, "then keeps the newest half and takes the new block");
-  cr_assert_eq(pages_used(p, N), used0 - flushed, "the older half went back to its pages");
-  /* the newest blocks stayed: the next mallocs return them, newest first */
-  cr_assert_eq(ebb_malloc(256), p[cap - 1]);
-  cr_assert_eq(ebb_malloc(256), p[cap - 2]);
-  cr_assert(block_has_cookie(p[0]), "a flushed block still reads as free");
+  cr_assert_not(a->tc_skip);
+  for (uint32_t i = cap - 1; i < N; i++) ebb_free(p[i]);
+  cr_assert_eq(held(a, c), cap - 1, "then the thread's own blocks go to their pages");
+  cr_assert_eq(pages_used(p, N), used0 - (N - (cap - 1)));
+  cr_assert(a->tc_skip, "every class's, until the malloc slow path runs");
+  unsigned c64 = size_class(64);
+  void *s = ebb_malloc(64); /* from the cache or the current page: no slow path */
+  uint32_t h = held(a, c64);
+  ebb_free(s);
+  cr_assert_eq(held(a, c64), h, "another class's own block skipped the cache too");
+  cr_assert_eq(ebb_malloc(256), p[cap - 2], "the cache still hands out its newest first");
+  return NULL;
 }
+
+Test(tcache, a_full_class_makes_own_blocks_skip_the_cache) {
+  make_foreign();
+  pthread_t t;
+  pthread_create(&t, NULL, full_class_skips, NULL);
+  pthread_join(t, NULL);
+}
+
+static uint32_t fg_cap, fg_flushed, fg_used0;
+static void *fill_with_foreign(void *arg) {
+  void **v = arg;
+  unsigned c = size_class(256);
+  ebb_free(ebb_malloc(256)); /* an arena, and the class's cache set up */
+  arena_t *a = arena_tls;
+  uint32_t cap = a->tc_cap[c];
+  cr_assert_eq(held(a, c), 0, "an ordinary thread's own block went to its page");
+  for (uint32_t i = 0; i < cap - 1; i++) ebb_free(v[i]);
+  cr_assert_eq(held(a, c), cap - 1, "full");
+  uint32_t used0 = pages_used(v, (int)cap);
+  ebb_free(v[cap - 1]);
+  uint32_t kept = cap / 2, flushed = cap - 1 - kept;
+  cr_assert_eq(held(a, c), kept + 1, "another thread's block sent the older half home, then went in");
+  cr_assert_eq(ebb_malloc(256), v[cap - 1], "the newest stayed and comes out first");
+  fg_cap = cap;
+  fg_flushed = flushed;
+  fg_used0 = used0;
+  return NULL;
+}
+
+Test(tcache, another_threads_block_in_a_full_cache_sends_the_older_half_home) {
+  enum { N = 200 };
+  static void *v[N];
+  for (int i = 0; i < N; i++) v[i] = ebb_malloc(256);
+  pthread_t t;
+  pthread_create(&t, NULL, fill_with_foreign, v);
+  pthread_join(t, NULL);
+  /* the flushed blocks are on their pages' remote lists (and the rest, sent
+   * home at the thread's exit); the owner collects them */
+  uint32_t collected = 0;
+  page_t *seen = NULL;
+  for (uint32_t i = 0; i < fg_cap; i++)
+    if (page_of(v[i]) != seen) collected += page_collect(seen = page_of(v[i]));
+  cr_assert_geq(collected, fg_flushed, "the older half went to the remote lists");
+  cr_assert_eq(pages_used(v, (int)fg_cap), fg_used0 - collected);
+}
+
+/* ---------------------------------------------------------------- never cached */
 
 static ebb_arena_t *fc;
 static void *fc_block;
@@ -133,41 +242,29 @@ Test(tcache, first_class_blocks_go_straight_back) {
 
 Test(tcache, a_thread_without_an_arena_caches_nothing) {
   /* arena_none's slots have no room: the fast path never writes it */
-  for (unsigned c = 0; c <= NCLASSES; c++) cr_assert_eq(arena_none.tc[c].used, 0);
+  for (unsigned c = 0; c <= NCLASSES; c++) cr_assert_eq(arena_none.tc[c].room, 0);
+}
+
+static void *free_big(void *arg) {
+  ebb_free(ebb_malloc(64));
+  size_t big = TCACHE_BYTES / 2; /* a cache of 2 blocks: below the minimum */
+  unsigned c = size_class(big);
+  ebb_free(arg);
+  cr_assert_eq(arena_tls->tc[c].room, 0);
+  cr_assert_eq(arena_tls->tc_cap[c], 1, "marked never cached");
+  return NULL;
 }
 
 Test(tcache, big_classes_are_never_cached) {
-  size_t big = TCACHE_BYTES / 2; /* a cache of 2 blocks: below the minimum of 4 */
+  size_t big = TCACHE_BYTES / 2;
   void *keep = ebb_malloc(big), *p = ebb_malloc(big);
-  unsigned c = size_class(big);
-  ebb_free(p);
-  cr_assert_eq(arena_tls->tc[c].used, 0);
-  cr_assert_eq(arena_tls->tc[c].capacity, 1, "marked never cached");
-  cr_assert_eq(ebb_malloc(big), p, "the block went back to its page");
-  ebb_free(p);
-  ebb_free(keep);
-}
-
-Test(tcache, stats_do_not_count_cached_blocks_as_live) {
-  struct ebb_stats s0, s1;
-  ebb_free(ebb_malloc(64)); /* set up the class's cache and the arena */
-  ebb_stats(&s0);
-  void *p = ebb_malloc(64);
-  ebb_free(p);
-  cr_assert_gt(held(arena_tls, size_class(64)), 0);
-  ebb_stats(&s1);
-  cr_assert_eq(s1.allocated, s0.allocated, "a cached block is free to the stats");
-}
-
-Test(tcache, the_decay_pass_sends_the_cache_home) {
-  void *keep = ebb_malloc(64), *p = ebb_malloc(64);
   page_t *pg = page_of(p);
   uint32_t used = pg->used;
-  ebb_free(p);
-  cr_assert_eq(pg->used, used);
-  arena_purge_all(false);
-  cr_assert_eq(held(arena_tls, size_class(64)), 0);
-  cr_assert_eq(pg->used, used - 1, "the block is back on its page");
+  pthread_t t;
+  pthread_create(&t, NULL, free_big, p);
+  pthread_join(t, NULL);
+  cr_assert_eq(page_collect(pg), 1, "another thread's free went straight to the page's remote list");
+  cr_assert_eq(pg->used, used - 1);
   ebb_free(keep);
 }
 
@@ -186,6 +283,30 @@ Test(tcache, a_purged_page_is_not_cached_until_unparked) {
   cr_assert_eq(pg.tc_off, TC_OFF(TC_NONE), "bump pages are first-class arenas'");
 }
 
+/* ---------------------------------------------------------------- stats, misuse */
+
+static size_t st_before, st_after;
+static void *stats_thread(void *arg) {
+  ebb_free(ebb_malloc(64));
+  struct ebb_stats s;
+  ebb_stats(&s);
+  st_before = s.allocated;
+  ebb_free(arg);
+  cr_assert_eq(held(arena_tls, size_class(64)), 1);
+  ebb_stats(&s);
+  st_after = s.allocated;
+  return NULL;
+}
+
+Test(tcache, stats_do_not_count_cached_blocks_as_live) {
+  void *p = ebb_malloc(64);
+  ebb_malloc(64);
+  pthread_t t;
+  pthread_create(&t, NULL, stats_thread, p);
+  pthread_join(t, NULL);
+  cr_assert_eq(st_after, st_before - 64, "a cached block is free to the stats (%zu, %zu)", st_before, st_after);
+}
+
 static void *double_free_in_cache(void *arg) {
   ebb_free(ebb_malloc(1000));
   ebb_free(arg);
@@ -201,9 +322,20 @@ Test(tcache, double_free_of_a_cached_foreign_block_aborts, .signal = SIGABRT) {
   pthread_join(t, NULL);
 }
 
-Test(tcache, double_free_of_a_cached_own_block_aborts, .signal = SIGABRT) {
+static void *double_free_own_in_server(void *arg) {
+  (void)arg;
+  become_server();
   void *p = ebb_malloc(64);
   ebb_malloc(64);
   ebb_free(p);
+  cr_assert_gt(held(arena_tls, size_class(64)), 0);
   ebb_free(p);
+  return NULL;
+}
+
+Test(tcache, double_free_of_a_cached_own_block_aborts, .signal = SIGABRT) {
+  make_foreign();
+  pthread_t t;
+  pthread_create(&t, NULL, double_free_own_in_server, NULL);
+  pthread_join(t, NULL);
 }
