@@ -268,7 +268,6 @@ static void tcache_setup(arena_t *a, unsigned cls);
 void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
   if (unlikely(--a->tick < 0)) arena_tick(a);
   if (unlikely(a->tc_cap[cls] == 0) && a == arena_tls) tcache_setup(a, cls); /* not a first-class arena */
-  a->tc_skip = a->tc_skip_base; /* a burst of frees that filled a class's cache is over */
   page_t *pg = a->tc[cls].direct;
   if (pg == &page_empty || !page_refill(pg)) {
     arena_drain_remote(a);
@@ -395,7 +394,6 @@ static void tcache_setup(arena_t *a, unsigned cls) {
 /* Whether the thread's own blocks go into its cache too (see arena_free_push). */
 static void tcache_mode(arena_t *a, bool server) {
   a->tc_server = server;
-  a->tc_skip = a->tc_skip_base = !server;
 }
 
 /* Every block a thread frees goes into its own cache, whoever's it is, and its

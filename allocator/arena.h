@@ -47,8 +47,6 @@ typedef struct arena {
    * slot of pages whose blocks are never cached, stays empty with room 0, as
    * do arena_none's. */
   tcache_t tc[NCLASSES + 1];
-  uint8_t tc_skip;                /* the thread's own blocks skip the cache (see arena_free_push) */
-  uint8_t tc_skip_base;           /* what the malloc slow path resets tc_skip to: !tc_server */
   uint8_t tc_server;              /* the thread frees many other threads' blocks: its own go into the cache too */
   uint32_t tc_foreign;            /* other threads' blocks it freed since its last decay pass */
   int32_t tick;                   /* slow-path events until the next clock read */
@@ -167,26 +165,24 @@ EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
 }
 
 /* The free fast path, for b (checked, not free; cookie is page_cookie(b)) of
- * page pg: into the thread cache while the slot of pg->tc_off has room and
- * the thread's own blocks do not skip the cache (tc_skip); else, if the thread
- * owns pg and it may take the fast path (pg->fast_owner == a), onto the page's
- * list. False when neither: the caller takes the slow path, where other
- * threads' blocks go into the cache (arena_free_cached).
- *   Own blocks skip the cache unless the thread frees many other threads'
- * blocks too (tc_server): a thread that frees mostly its own gains nothing
- * from caching them and lost up to 20 % (instance churn, per-request
- * malloc/free: a burst of frees went into the cache and out again, and
+ * page pg: in a server's thread (tc_server), into the thread cache while the
+ * slot of pg->tc_off has room, whoever's block it is; else, if the thread
+ * owns pg and it may take the fast path (pg->fast_owner == a), onto the
+ * page's list. False when neither: the caller takes the slow path, where
+ * other threads' blocks go into the cache (arena_free_cached).
+ *   A thread caches its own blocks only while it also frees many other
+ * threads' blocks: one that frees mostly its own gains nothing from caching
+ * them and lost up to 20 % (instance churn, per-request malloc/free: a burst
+ * of frees went into the cache and out again, per-class limits made the
+ * choice of cache or page follow each block's class, which mispredicts, and
  * mallocs took blocks in an order that cached worse). A server's thread,
  * whose frees are its own and other threads' at random, caches both, so no
- * branch asks whose block it is (larson t2: 71 -> 110 Mops/s). Once a class's
- * cache fills, its own blocks of every class skip the cache until the malloc
- * slow path runs: in a burst of frees that fills some classes' caches and not
- * others, choosing by each block's class mispredicted.
+ * branch asks whose block it is (larson t2: 71 -> 100 Mops/s).
  *   A free into an empty slot counts as a slow-path event, so a thread whose
  * blocks all go round through its cache still reads the clock and runs its
  * decay. arena_none's slots have room 0: it is never written. */
 EBB_INLINE bool arena_free_push(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
-  if (likely(!a->tc_skip)) {
+  if (likely(a->tc_server)) {
     size_t off = relaxed_load(pg->tc_off);
     tcache_t *tc = (tcache_t *)((char *)a->tc + off);
     uint32_t room = relaxed_load(tc->room);
@@ -202,7 +198,6 @@ EBB_INLINE bool arena_free_push(arena_t *a, page_t *pg, block_t *b, uint64_t coo
       if (unlikely(head == NULL) && unlikely(--a->tick < 0)) arena_tick(a);
       return true;
     }
-    if (room == 1) a->tc_skip = 1; /* the class's cache is full */
   }
   if (relaxed_load(pg->fast_owner) != a) return false;
   ebb_assert(pg->used > 0 && pg->cls < NCLASSES && !pg->slow_free);
