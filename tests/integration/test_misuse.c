@@ -264,7 +264,7 @@ static pthread_barrier_t freed; /* T2 has freed xp */
 static pthread_barrier_t done;  /* T1 is past its second free */
 
 static void *t2_frees(void *with_arena) {
-  void *mine = with_arena ? malloc(64) : NULL; /* gives T2 an arena (and a remote-free cache) */
+  void *mine = with_arena ? malloc(64) : NULL; /* gives T2 an arena (and a thread cache) */
   free(xp);
   if (t2_waits) {
     pthread_barrier_wait(&freed);
@@ -282,7 +282,7 @@ static pthread_t t2_start(bool with_arena) {
 }
 
 /* T1 (this thread) mallocs, T2 frees, T1 frees again. Form 0: T2 (with an
- * arena) is still running, the block sits in its remote-free cache; form 1:
+ * arena) is still running, the block sits in its thread cache; form 1:
  * T2 (with an arena) has exited; form 2: T2 never allocated. */
 static void m_double_xthread_owner_second(volatile uintptr_t *e) {
   t2_waits = form == 0;

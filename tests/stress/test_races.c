@@ -4,7 +4,7 @@
  *    has just placed at the old address (its free then aborted with "invalid
  *    pointer").
  *  - double free across threads: a block freed by another thread sits in that
- *    thread's remote-free cache, where the owner's list walk cannot see it; a
+ *    thread cache, where the owner's list walk cannot see it; a
  *    second free by the owner must still abort with "double free" (and the other
  *    order too).
  *  - ebb_owns on pointers that were live a moment ago, while their chunks and
@@ -147,14 +147,14 @@ Test(races, huge_realloc_moves_while_others_map, .timeout = 40) {
 /* ================================================================ cross-thread double free */
 
 /* A helper thread that runs one step on demand and stays alive until told to
- * exit, so what it freed stays in its remote-free cache. */
+ * exit, so what it freed stays in its thread cache. */
 typedef struct {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   int step; /* 0 idle; 1 free `block`; 2 exit */
   int done; /* steps completed */
   void *block;
-  void *warm; /* its own block: it has an arena (and a remote-free cache) */
+  void *warm; /* its own block: it has an arena (and a thread cache) */
 } df_peer_t;
 
 static void *df_peer_main(void *arg) {
@@ -203,7 +203,7 @@ static void df_peer_start(df_peer_t *d, pthread_t *t) {
 typedef void df_case_fn(volatile uintptr_t *e);
 
 /* The owner frees a block a second time after another (live) thread freed it:
- * the block sits in that thread's remote-free cache. */
+ * the block sits in that thread's cache. */
 static void df_remote_then_owner(volatile uintptr_t *e) {
   df_peer_t d;
   pthread_t t;
