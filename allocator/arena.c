@@ -9,7 +9,8 @@
 #include "registry.h"
 
 page_t page_empty;
-arena_t arena_none = {.tc = {[0 ... NCLASSES - 1] = {.direct = &page_empty}}};
+arena_t arena_none = {.tc = {[0 ... NCLASSES - 1] = {.direct = &page_empty}},
+                      .src = {[0 ... NCLASSES - 1] = &page_empty.fl}};
 __thread arena_t *arena_tls __attribute__((tls_model("initial-exec"))) = &arena_none;
 
 static _Atomic(arena_t *) arenas_all;    /* every arena ever made */
@@ -327,7 +328,7 @@ void arena_free_remote(arena_t *owner, page_t *pg, block_t *b) {
 /* Blocks held in a's thread cache of class c, read from any thread (a stale
  * answer at worst: the owner moves it without a lock). */
 static uint32_t tcache_held(arena_t *a, unsigned c) {
-  uint32_t cap = relaxed_load(a->tc_cap[c]), room = relaxed_load(a->tc[c].room);
+  uint32_t cap = relaxed_load(a->tc_cap[c]), room = relaxed_load(a->tc[c].fl.used);
   return cap > 1 && room <= cap ? cap - room : 0;
 }
 
@@ -339,7 +340,7 @@ static uint32_t tcache_held(arena_t *a, unsigned c) {
 static void tcache_flush(arena_t *a, unsigned cls, uint32_t keep) {
   tcache_t *tc = &a->tc[cls];
   uint32_t held = tcache_held(a, cls), kept = 0;
-  block_t *b = tc->free, *last = NULL;
+  block_t *b = tc->fl.free, *last = NULL;
   for (; kept < keep && b; kept++) {
     last = b;
     b = block_next(b);
@@ -351,9 +352,10 @@ static void tcache_flush(arena_t *a, unsigned cls, uint32_t keep) {
     last->next = NULL;
     track_close(last, sizeof *last);
   } else {
-    tc->free = NULL;
+    tc->fl.free = NULL;
+    a->src[cls] = &tc->direct->fl;
   }
-  relaxed_store(tc->room, a->tc_cap[cls] - kept);
+  relaxed_store(tc->fl.used, a->tc_cap[cls] - kept);
   while (b) {
     block_t *next = block_next(b);
     chunk_t *c = chunk_of(b);
@@ -374,7 +376,7 @@ static void tcache_flush(arena_t *a, unsigned cls, uint32_t keep) {
 
 static void tcache_flush_all(arena_t *a) {
   for (unsigned c = 0; c < NCLASSES; c++)
-    if (a->tc[c].free) tcache_flush(a, c, 0);
+    if (a->tc[c].fl.free) tcache_flush(a, c, 0);
 }
 
 /* Sizes class cls's thread cache; its first malloc of the class (or free of
@@ -386,8 +388,8 @@ static void tcache_setup(arena_t *a, unsigned cls) {
   uint32_t size = class_info[cls].size, cap = TCACHE_BYTES / size;
   if (cap > TCACHE_BLOCKS) cap = TCACHE_BLOCKS;
   if (cap < TCACHE_MIN_BLOCKS) cap = 1;
-  relaxed_store(a->tc[cls].size, size); /* stats read these from other threads */
-  relaxed_store(a->tc[cls].room, cap > 1 ? cap : 0);
+  relaxed_store(a->tc[cls].fl.aux, size); /* stats read these from other threads */
+  relaxed_store(a->tc[cls].fl.used, cap > 1 ? cap : 0);
   relaxed_store(a->tc_cap[cls], cap);
 }
 
@@ -416,17 +418,18 @@ bool arena_free_cached(arena_t *a, page_t *pg, block_t *b) {
   if (unlikely(a->tc_cap[t] == 0)) tcache_setup(a, t); /* another thread's block, of a class this one never allocated */
   if (unlikely(++a->tc_foreign == TC_SERVER_FREES)) tcache_mode(a, true);
   if (a->tc_cap[t] == 1) return false;
-  if (relaxed_load(tc->room) <= 1) {
+  if (relaxed_load(tc->fl.used) <= 1) {
     tcache_flush(a, t, a->tc_cap[t] / 2);
     if (unlikely(--a->tick < 0)) arena_tick(a); /* a slow-path event; a plain push is not */
   }
   track_free(b);
   track_open(b, sizeof *b);
-  b->next = tc->free;
+  b->next = tc->fl.free;
   relaxed_store(b->cookie, page_cookie(b));
   track_close(b, sizeof *b);
-  tc->free = b;
-  relaxed_store(tc->room, relaxed_load(tc->room) - 1);
+  tc->fl.free = b;
+  relaxed_store(tc->fl.used, relaxed_load(tc->fl.used) - 1);
+  a->src[t] = &tc->fl;
   return true;
 }
 
@@ -600,12 +603,13 @@ void arena_purge_background(uint64_t now) {
 static void arena_reset(arena_t *a) {
   for (unsigned c = 0; c < NCLASSES; c++) {
     a->tc[c].direct = &page_empty;
+    a->src[c] = &page_empty.fl;
     a->queues[c].first = a->queues[c].last = NULL;
     a->last_span[c] = NULL;
     /* the thread cache: left untouched here (a new arena's memory is zeroes; a
      * destroyed one is first-class and never caches), each class's is set up
      * on first use */
-    ebb_assert(a->tc[c].free == NULL);
+    ebb_assert(a->tc[c].fl.free == NULL);
   }
   a->tick = TICK_FREES;
   tcache_mode(a, false);
@@ -737,6 +741,7 @@ void arena_reset_blocks(arena_t *a) {
     page_t *cur = a->tc[c].direct != &page_empty ? a->tc[c].direct : a->queues[c].first;
     if (cur) a->last_span[c] = cur;
     a->tc[c].direct = &page_empty;
+    a->src[c] = &page_empty.fl;
     a->queues[c].first = a->queues[c].last = NULL;
   }
   if (opt.decay_ms == 0) purge_oldest_locked(a, SIZE_MAX);
@@ -763,7 +768,7 @@ void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purg
           *allocated += (size_t)relaxed_load(c->pages[i].used) * relaxed_load(c->pages[i].block_size);
     spin_unlock(&a->lock);
     /* blocks in thread caches count on their pages (maybe another arena's), but are free */
-    for (unsigned k = 0; k < NCLASSES; k++) cached += (size_t)tcache_held(a, k) * relaxed_load(a->tc[k].size);
+    for (unsigned k = 0; k < NCLASSES; k++) cached += (size_t)tcache_held(a, k) * relaxed_load(a->tc[k].fl.aux);
   }
   *allocated = *allocated > cached ? *allocated - cached : 0;
 }

@@ -26,18 +26,25 @@ enum arena_state {
   ARENA_ORPHANED,    /* in a fork child: its thread did not survive the fork */
 };
 
-/* A thread cache slot: one class's blocks this thread freed (see arena_t.tc). */
+/* A thread cache slot: one class's blocks this thread freed (see arena_t.tc).
+ * fl.free is the LIFO; fl.used the room: blocks it may still take + 1, that
+ * is capacity - held (0: never cached, or not set up), so a malloc's pop
+ * (used + 1) gives room back as it counts a page's blocks out; fl.aux the
+ * class's block size. */
 typedef struct {
-  block_t *free;  /* LIFO */
-  uint32_t room;  /* blocks it may still take + 1: capacity - held; 0: never cached or not set up */
-  uint32_t size;  /* the class's block size (0 until set up) */
-  page_t *direct; /* the class's current page (page_empty while it has none): malloc's next source */
-  uint64_t pad;   /* 32 bytes: a class's malloc reads one line */
+  freelist_t fl;
+  page_t *direct; /* the class's current page (page_empty while it has none) */
+  uint64_t pad;   /* 32 bytes */
 } tcache_t;
 _Static_assert(sizeof(tcache_t) == TC_SLOT, "page_t.tc_off counts in slots of TC_SLOT bytes");
 
 struct huge;
 typedef struct arena {
+  /* What malloc pops from, per class: the cache slot's list while it holds
+   * blocks, else the current page's; the malloc that empties the cache (or
+   * the free into an empty one) moves it. First, so malloc indexes it with
+   * no offset. */
+  freelist_t *src[NCLASSES];
   /* The thread cache: blocks this thread freed, its own and other threads'
    * alike, one list per class, which malloc takes first (LIFO: the block just
    * freed is the next one handed out, still in cache), with no atomic
@@ -72,7 +79,11 @@ typedef struct arena {
  * malloc fast path needs no test: every class of arena_none is empty. */
 extern __thread arena_t *arena_tls __attribute__((tls_model("initial-exec")));
 extern arena_t arena_none;
-EBB_INLINE void arena_set_direct(arena_t *a, unsigned c, page_t *pg) { a->tc[c].direct = pg; }
+/* tc[c].direct = pg, and src[c] too unless the thread cache has blocks. */
+EBB_INLINE void arena_set_direct(arena_t *a, unsigned c, page_t *pg) {
+  a->tc[c].direct = pg;
+  if (a->src[c] != &a->tc[c].fl) a->src[c] = &pg->fl;
+}
 extern page_t page_empty; /* tc[c].direct points here while a class has no page */
 
 #define TICK_FREES 64              /* slow-path events (refills, retirements, cache flushes) between clock reads */
@@ -132,7 +143,8 @@ void arena_class_stats(class_stat_t out[NCLASSES]);
 /* Decay pass over one arena at time now; exclusive: the caller owns its pages. */
 size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigned pages);
 
-/* Pops the first free block of class c's current page, or NULL. */
+/* Pops the first free block of class c's current page, or NULL (first-class
+ * arenas: they have no cache). */
 EBB_INLINE void *arena_pop_page(arena_t *a, unsigned c) {
   page_t *pg = a->tc[c].direct;
   block_t *b = pg->free;
@@ -145,16 +157,22 @@ EBB_INLINE void *arena_pop_page(arena_t *a, unsigned c) {
   return b;
 }
 
-/* Pops the thread cache's newest block of class c, else the page's first. */
+/* Pops the first block of src[c]: the thread cache's newest while it holds
+ * blocks, else the current page's first; NULL when that is empty too (past
+ * what the page can bump). */
 EBB_INLINE void *arena_pop(arena_t *a, unsigned c) {
-  tcache_t *tc = &a->tc[c];
-  block_t *b = tc->free;
-  if (unlikely(b == NULL)) return arena_pop_page(a, c);
+  freelist_t *fl = a->src[c];
+  block_t *b = fl->free;
+  if (unlikely(b == NULL)) return page_bump(a->tc[c].direct);
   track_open(b, sizeof *b);
-  tc->free = b->next;
-  relaxed_store(tc->room, tc->room + 1);
+  block_t *next = b->next;
+  fl->free = next;
+  /* The list ran dry: the next malloc of the class pops from the class's page
+   * (a no-op unless this was the thread cache). */
+  if (unlikely(next == NULL)) a->src[c] = &a->tc[c].direct->fl;
   relaxed_store(b->cookie, 0);
-  track_malloc(b, tc->size, false);
+  relaxed_store(fl->used, fl->used + 1);
+  track_malloc(b, class_info[c].size, false);
   return b;
 }
 
@@ -185,17 +203,20 @@ EBB_INLINE bool arena_free_push(arena_t *a, page_t *pg, block_t *b, uint64_t coo
   if (likely(a->tc_server)) {
     size_t off = relaxed_load(pg->tc_off);
     tcache_t *tc = (tcache_t *)((char *)a->tc + off);
-    uint32_t room = relaxed_load(tc->room);
+    uint32_t room = relaxed_load(tc->fl.used);
     if (likely(room > 1)) {
       track_free(b);
-      block_t *head = tc->free;
+      block_t *head = tc->fl.free;
       track_open(b, sizeof *b);
       b->next = head;
       relaxed_store(b->cookie, cookie);
       track_close(b, sizeof *b);
-      tc->free = b;
-      relaxed_store(tc->room, room - 1);
-      if (unlikely(head == NULL) && unlikely(--a->tick < 0)) arena_tick(a);
+      tc->fl.free = b;
+      relaxed_store(tc->fl.used, room - 1);
+      if (unlikely(head == NULL)) { /* the class's mallocs take from the cache again */
+        a->src[TC_OF(off)] = &tc->fl;
+        if (unlikely(--a->tick < 0)) arena_tick(a);
+      }
       return true;
     }
   }

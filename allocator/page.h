@@ -25,6 +25,14 @@ enum { PAGE_UNUSED = 0xff, PAGE_TAIL = 0xfe }; /* values of page.cls besides rea
  * what other threads write.
  * A remote free then shares the first line read-only and never touches the
  * owner's hot line. */
+/* What the malloc fast path pops from: a page's list, or a thread cache
+ * slot's (arena.h), whose `used` counts the room left instead. */
+typedef struct {
+  block_t *free;
+  uint32_t used;
+  uint32_t aux; /* the page's purge_used; the cache slot's block size */
+} freelist_t;
+
 typedef struct page {
   /* line 0: read by every free; written on slow paths, and by page_bump while the page is fresh */
   uint64_t magic;         /* class magic, for offset → index; 0 when the unit serves no class */
@@ -44,9 +52,14 @@ typedef struct page {
   uint32_t pad32;
   struct arena *fast_owner; /* the owner while its frees may take the fast path, else NULL (never a thread's arena) */
   /* line 1: the owner's */
-  block_t *free;            /* owner's free list: the malloc fast path pops here */
-  uint32_t used;            /* blocks handed out and not yet freed back to this list */
-  uint32_t purge_used;      /* `used` when a decay pass last looked at it (UINT32_MAX: never) */
+  union {
+    struct {
+      block_t *free;       /* owner's free list: the malloc fast path pops here */
+      uint32_t used;       /* blocks handed out and not yet freed back to this list */
+      uint32_t purge_used; /* `used` when a decay pass last looked at it (UINT32_MAX: never) */
+    };
+    freelist_t fl; /* the same two fields as malloc sees them (arena.h) */
+  };
   struct page *next, *prev; /* class queue */
   uint64_t touched;         /* coarse ms when it last became the allocation page */
   uint64_t looked;          /* coarse ms of that look */
@@ -63,6 +76,8 @@ typedef struct page {
   uint64_t pad3[8]; /* a fourth line, so a descriptor is found with a shift (256 bytes) */
 } page_t;
 _Static_assert(sizeof(page_t) == 256, "four cache lines");
+_Static_assert(offsetof(page_t, fl.free) == offsetof(page_t, free) && offsetof(page_t, fl.used) == offsetof(page_t, used),
+               "fl aliases free and used");
 _Static_assert(offsetof(page_t, free) == 64 && offsetof(page_t, xfree) == 128, "line layout");
 
 extern uint64_t page_key; /* per-process random key for cookies */

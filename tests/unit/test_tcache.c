@@ -16,7 +16,7 @@
 
 static page_t *page_of(void *p) { return chunk_page_of(chunk_of(p), p); }
 static uint32_t held(arena_t *a, unsigned cls) {
-  return a->tc_cap[cls] > 1 ? a->tc_cap[cls] - a->tc[cls].room : 0;
+  return a->tc_cap[cls] > 1 ? a->tc_cap[cls] - a->tc[cls].fl.used : 0;
 }
 
 /* Sum of `used` over the distinct pages of blocks v[0..n). */
@@ -235,7 +235,7 @@ Test(tcache, first_class_blocks_go_straight_back) {
 
 Test(tcache, a_thread_without_an_arena_caches_nothing) {
   /* arena_none's slots have no room: the fast path never writes it */
-  for (unsigned c = 0; c <= NCLASSES; c++) cr_assert_eq(arena_none.tc[c].room, 0);
+  for (unsigned c = 0; c <= NCLASSES; c++) cr_assert_eq(arena_none.tc[c].fl.used, 0);
 }
 
 static void *free_big(void *arg) {
@@ -243,7 +243,7 @@ static void *free_big(void *arg) {
   size_t big = TCACHE_BYTES / 2; /* a cache of 2 blocks: below the minimum */
   unsigned c = size_class(big);
   ebb_free(arg);
-  cr_assert_eq(arena_tls->tc[c].room, 0);
+  cr_assert_eq(arena_tls->tc[c].fl.used, 0);
   cr_assert_eq(arena_tls->tc_cap[c], 1, "marked never cached");
   return NULL;
 }
