@@ -43,8 +43,9 @@ typedef struct arena {
   /* What malloc pops from, per class: the cache slot's list while it holds
    * blocks, else the current page's; the malloc that empties the cache (or
    * the free into an empty one) moves it. First, so malloc indexes it with
-   * no offset. */
+   * no offset; tc_server, which every free reads, shares its page. */
   freelist_t *src[NCLASSES];
+  uint8_t tc_server;              /* the thread frees many other threads' blocks: its own go into the cache too */
   /* The thread cache: blocks this thread freed, its own and other threads'
    * alike, one list per class, which malloc takes first (LIFO: the block just
    * freed is the next one handed out, still in cache), with no atomic
@@ -54,7 +55,6 @@ typedef struct arena {
    * slot of pages whose blocks are never cached, stays empty with room 0, as
    * do arena_none's. */
   tcache_t tc[NCLASSES + 1];
-  uint8_t tc_server;              /* the thread frees many other threads' blocks: its own go into the cache too */
   uint32_t tc_foreign;            /* other threads' blocks it freed since its last decay pass */
   int32_t tick;                   /* slow-path events until the next clock read */
   uint32_t scan_cls;              /* where the bounded purge pass resumes */
@@ -200,7 +200,7 @@ EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
  * blocks all go round through its cache still reads the clock and runs its
  * decay. arena_none's slots have room 0: it is never written. */
 EBB_INLINE bool arena_free_push(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
-  if (likely(a->tc_server)) {
+  if (unlikely(a->tc_server)) { /* laid out for the common thread, which is not a server's */
     size_t off = relaxed_load(pg->tc_off);
     tcache_t *tc = (tcache_t *)((char *)a->tc + off);
     uint32_t room = relaxed_load(tc->fl.used);
