@@ -163,12 +163,21 @@ static EBB_NOINLINE void free_block(void *p, const char *func) {
     arena_free_remote(relaxed_load(o.chunk->arena), o.page, p);
 }
 
+/* Another arena's checked block (its page neither purged nor unused) that the
+ * fast path did not cache: into this thread's cache, else onto its page's
+ * remote list. Without this a thread with no arena, a consumer that only
+ * frees, paid free_block's second lookup on every free (xmalloc-test -w 2:
+ * 78 -> 70 M frees a second). */
+static EBB_NOINLINE void free_foreign(arena_t *a, chunk_t *c, page_t *pg, block_t *b) {
+  if (!arena_free_cached(a, pg, b)) arena_free_remote(relaxed_load(c->arena), pg, b);
+}
+
 /* The fast path: a live block of a page in a chunk goes into the thread's
- * cache, or when that is full (or never takes the class) and the thread owns
- * the page, on the page's list (arena_free_push). Anything else (a full cache
- * and another thread's block, a page that is full, purged or unused, a cache
- * not set up, no arena yet) takes free_block, which checks everything again,
- * names the misuse, and makes room in the cache. */
+ * cache (a server's thread), or on its page's list when the thread owns the
+ * page (arena_free_push); another arena's block whose page is neither purged
+ * nor unused goes to free_foreign. Anything else (a page of the thread's that
+ * is full, purged or unused, another arena's purged page) takes free_block,
+ * which checks everything again and names any misuse. */
 EBB_EXPORT void ebb_free(void *p) {
   /* The block's line is read (cookie) and then written (link, cookie): fetch it
    * for writing at once, so a block last written on another core costs one
@@ -185,7 +194,13 @@ EBB_EXPORT void ebb_free(void *p) {
     block_t *b = p;
     uint64_t cookie = page_cookie(b); /* loaded once: the stores below might alias page_key */
     if (likely(page_is_block(pg, p) && !block_cookie_is(b, cookie))) {
-      if (likely(arena_free_push(arena_tls, pg, b, cookie))) return;
+      arena_t *a = arena_tls;
+      if (likely(arena_free_push(a, pg, b, cookie))) return;
+      chunk_t *c = chunk_of(p); /* computed here, off the fast path */
+      if (relaxed_load(c->arena) != a && relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES) {
+        free_foreign(a, c, pg, b); /* a tail call */
+        return;
+      }
     }
   }
   if (p) free_block(p, "free");

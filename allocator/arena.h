@@ -220,7 +220,7 @@ EBB_INLINE bool arena_free_push(arena_t *a, page_t *pg, block_t *b, uint64_t coo
       return true;
     }
   }
-  if (relaxed_load(pg->fast_owner) != a) return false;
+  if (unlikely(relaxed_load(pg->fast_owner) != a)) return false;
   ebb_assert(pg->used > 0 && pg->cls < NCLASSES && !pg->slow_free);
   track_free(b);
   page_push_cookie(pg, b, cookie);
