@@ -361,15 +361,10 @@ static void tcache_flush(arena_t *a, unsigned cls, uint32_t keep) {
     chunk_t *c = chunk_of(b);
     page_t *pg = chunk_page_of(c, b);
     arena_t *owner = relaxed_load(c->arena);
-    if (owner == a) { /* arena_free_local without track_free: the block is free already */
-      ebb_assert(pg->used > 0 && pg->cls < NCLASSES);
-      page_push_local(pg, b);
-      uint32_t used = pg->used - 1;
-      relaxed_store(pg->used, used);
-      if (unlikely(used == 0 || pg->slow_free)) arena_free_local_slow(a, pg);
-    } else {
+    if (owner == a)
+      arena_return_local(a, pg, b);
+    else
       push_remote(owner, pg, b);
-    }
     b = next;
   }
 }
@@ -388,46 +383,34 @@ static void tcache_setup(arena_t *a, unsigned cls) {
   uint32_t size = class_info[cls].size, cap = TCACHE_BYTES / size;
   if (cap > TCACHE_BLOCKS) cap = TCACHE_BLOCKS;
   if (cap < TCACHE_MIN_BLOCKS) cap = 1;
-  relaxed_store(a->tc[cls].fl.aux, size); /* stats read these from other threads */
-  relaxed_store(a->tc[cls].fl.used, cap > 1 ? cap : 0);
+  relaxed_store(a->tc[cls].fl.used, cap > 1 ? cap : 0); /* stats read these from other threads */
   relaxed_store(a->tc_cap[cls], cap);
 }
 
-/* Whether the thread's own blocks go into its cache too (see arena_free_push). */
-static void tcache_mode(arena_t *a, bool server) {
-  a->tc_server = server;
-}
-
-/* Every block a thread frees goes into its own cache, whoever's it is, and its
- * next mallocs of the class take it back, with no atomic operation and no
- * test of whose block it is (which mispredicted on every other free when a
- * server's threads hand blocks to each other: larson t2 ran at half
- * tcmalloc's speed). This is jemalloc's tcache and tcmalloc's thread cache.
- * A class's cache holds at most tc_cap blocks. Once full, the thread's own
- * blocks go straight to their pages (handling each block of a large teardown
- * twice, into the cache and out again, made instance churn 16 % slower);
- * another thread's block makes room by sending the older half of the class
+/* Other threads' blocks a thread frees go into its own cache, and its next
+ * mallocs of the class take them back, with no atomic operation (jemalloc's
+ * tcache, tcmalloc's thread cache); the fast path (arena_free_push) caches a
+ * server's own blocks too. This is the path of other threads' blocks the fast
+ * path did not take: in a thread that is not a server's, in a full class, or
+ * in a class not set up yet. A class's cache holds at most tc_cap blocks;
+ * another thread's block finding it full makes room by sending the older half
  * home (a thread that only frees other threads' blocks, a consumer, returns
- * them half a cacheful at a time). All of it goes home on the thread's decay
- * pass and at its exit. This is the free's slow path: it runs when the fast
- * one (arena_free_push) declined. */
+ * them half a cacheful at a time). Counting these frees decides whether the
+ * thread is a server's (TC_SERVER_FREES between decay passes). All of the
+ * cache goes home on the thread's decay pass and at its exit. */
 bool arena_free_cached(arena_t *a, page_t *pg, block_t *b) {
   unsigned t = TC_OF(relaxed_load(pg->tc_off));
   if (a == &arena_none || t == TC_NONE) return false;
   tcache_t *tc = &a->tc[t];
   if (unlikely(a->tc_cap[t] == 0)) tcache_setup(a, t); /* another thread's block, of a class this one never allocated */
-  if (unlikely(++a->tc_foreign == TC_SERVER_FREES)) tcache_mode(a, true);
+  if (unlikely(++a->tc_foreign == TC_SERVER_FREES)) a->tc_server = 1; /* its own blocks go into the cache too */
   if (a->tc_cap[t] == 1) return false;
   if (relaxed_load(tc->fl.used) <= 1) {
     tcache_flush(a, t, a->tc_cap[t] / 2);
     if (unlikely(--a->tick < 0)) arena_tick(a); /* a slow-path event; a plain push is not */
   }
   track_free(b);
-  track_open(b, sizeof *b);
-  b->next = tc->fl.free;
-  relaxed_store(b->cookie, page_cookie(b));
-  track_close(b, sizeof *b);
-  tc->fl.free = b;
+  freelist_push(&tc->fl, b, page_cookie(b));
   relaxed_store(tc->fl.used, relaxed_load(tc->fl.used) - 1);
   a->src[t] = &tc->fl;
   return true;
@@ -517,7 +500,7 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
   if (exclusive) {
     if (a == arena_tls) {
       tcache_flush_all(a);
-      tcache_mode(a, a->tc_foreign >= TC_SERVER_FREES);
+      a->tc_server = a->tc_foreign >= TC_SERVER_FREES; /* see arena_free_push */
       a->tc_foreign = 0;
     }
     arena_drain_remote(a);
@@ -612,7 +595,7 @@ static void arena_reset(arena_t *a) {
     ebb_assert(a->tc[c].fl.free == NULL);
   }
   a->tick = TICK_FREES;
-  tcache_mode(a, false);
+  a->tc_server = 0;
   a->tc_foreign = 0;
   a->now = os_now_ms();
   a->last_decay = a->now;
@@ -768,7 +751,7 @@ void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purg
           *allocated += (size_t)relaxed_load(c->pages[i].used) * relaxed_load(c->pages[i].block_size);
     spin_unlock(&a->lock);
     /* blocks in thread caches count on their pages (maybe another arena's), but are free */
-    for (unsigned k = 0; k < NCLASSES; k++) cached += (size_t)tcache_held(a, k) * relaxed_load(a->tc[k].fl.aux);
+    for (unsigned k = 0; k < NCLASSES; k++) cached += (size_t)tcache_held(a, k) * class_info[k].size;
   }
   *allocated = *allocated > cached ? *allocated - cached : 0;
 }

@@ -29,8 +29,7 @@ enum arena_state {
 /* A thread cache slot: one class's blocks this thread freed (see arena_t.tc).
  * fl.free is the LIFO; fl.used the room: blocks it may still take + 1, that
  * is capacity - held (0: never cached, or not set up), so a malloc's pop
- * (used + 1) gives room back as it counts a page's blocks out; fl.aux the
- * class's block size. */
+ * (used + 1) gives room back as it counts a page's blocks out. */
 typedef struct {
   freelist_t fl;
   page_t *direct; /* the class's current page (page_empty while it has none) */
@@ -114,11 +113,10 @@ void arena_purge_background(uint64_t now);
 void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size);
 void arena_free_local_slow(arena_t *a, page_t *pg);
 void arena_free_remote(arena_t *owner, page_t *pg, block_t *b);
-/* A free by thread arena a of a checked block b of pg into a's thread cache,
- * setting the class's cache up first, or when it is full and b is another
- * arena's, sending the older half home; false (nothing done) when b may not
- * be cached: no arena, pg's tc_off is TC_NONE's, its blocks are too big for
- * the cache, or the cache is full and b is a's own. */
+/* A free by thread arena a of another arena's checked block b of pg into a's
+ * thread cache, setting the class's cache up first, or sending the older half
+ * of a full one home; false (nothing done) when b may not be cached: no arena,
+ * pg's tc_off is TC_NONE's, or its blocks are too big for the cache. */
 bool arena_free_cached(arena_t *a, page_t *pg, block_t *b);
 void arena_tick(arena_t *a);
 /* Purges what has decayed everywhere (force: everything). Returns bytes. */
@@ -206,14 +204,10 @@ EBB_INLINE bool arena_free_push(arena_t *a, page_t *pg, block_t *b, uint64_t coo
     uint32_t room = relaxed_load(tc->fl.used);
     if (likely(room > 1)) {
       track_free(b);
-      block_t *head = tc->fl.free;
-      track_open(b, sizeof *b);
-      b->next = head;
-      relaxed_store(b->cookie, cookie);
-      track_close(b, sizeof *b);
-      tc->fl.free = b;
+      bool was_empty = tc->fl.free == NULL;
+      freelist_push(&tc->fl, b, cookie);
       relaxed_store(tc->fl.used, room - 1);
-      if (unlikely(head == NULL)) { /* the class's mallocs take from the cache again */
+      if (unlikely(was_empty)) { /* the class's mallocs take from the cache again */
         a->src[TC_OF(off)] = &tc->fl;
         if (unlikely(--a->tick < 0)) arena_tick(a);
       }
@@ -230,13 +224,18 @@ EBB_INLINE bool arena_free_push(arena_t *a, page_t *pg, block_t *b, uint64_t coo
   return true;
 }
 
-/* Any free by the owner (the slow path's). */
-EBB_INLINE void arena_free_local(arena_t *a, page_t *pg, block_t *b) {
+/* A block of the owner's, already free to memcheck, back on its page's list. */
+EBB_INLINE void arena_return_local(arena_t *a, page_t *pg, block_t *b) {
   ebb_assert(pg->used > 0 && pg->cls < NCLASSES);
-  track_free(b);
   page_push_local(pg, b);
   uint32_t used = pg->used - 1;
   relaxed_store(pg->used, used);
   if (unlikely(used == 0 || pg->slow_free)) arena_free_local_slow(a, pg);
+}
+
+/* Any free by the owner (the slow path's). */
+EBB_INLINE void arena_free_local(arena_t *a, page_t *pg, block_t *b) {
+  track_free(b);
+  arena_return_local(a, pg, b);
 }
 #endif

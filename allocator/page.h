@@ -30,7 +30,6 @@ enum { PAGE_UNUSED = 0xff, PAGE_TAIL = 0xfe }; /* values of page.cls besides rea
 typedef struct {
   block_t *free;
   uint32_t used;
-  uint32_t aux; /* the page's purge_used; the cache slot's block size */
 } freelist_t;
 
 typedef struct page {
@@ -175,14 +174,16 @@ EBB_INLINE uint64_t page_block_granules(const page_t *pg, uint32_t i) {
   return upto_b & ~(((uint64_t)1 << a) - 1);
 }
 
-/* cookie: page_cookie(b), when the caller has it already. */
-EBB_INLINE void page_push_cookie(page_t *pg, block_t *b, uint64_t cookie) {
+/* Pushes b, marked free with cookie (page_cookie(b)), onto a page's or a
+ * cache slot's list. */
+EBB_INLINE void freelist_push(freelist_t *fl, block_t *b, uint64_t cookie) {
   track_open(b, sizeof *b);
-  b->next = pg->free;
+  b->next = fl->free;
   relaxed_store(b->cookie, cookie);
   track_close(b, sizeof *b);
-  pg->free = b;
+  fl->free = b;
 }
+EBB_INLINE void page_push_cookie(page_t *pg, block_t *b, uint64_t cookie) { freelist_push(&pg->fl, b, cookie); }
 EBB_INLINE void page_push_local(page_t *pg, block_t *b) { page_push_cookie(pg, b, page_cookie(b)); }
 
 /* bump: hand out fresh blocks by bumping carved_end (page_bump) instead of

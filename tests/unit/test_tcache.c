@@ -91,23 +91,31 @@ Test(tcache, foreign_blocks_are_reused_then_returned_at_exit) {
 enum { NFOREIGN = TC_SERVER_FREES + 8 };
 static void *foreign[NFOREIGN];
 
-static void make_foreign(void) {
-  for (int i = 0; i < NFOREIGN; i++) foreign[i] = ebb_malloc(32);
-}
+static void (*server_body)(arena_t *a);
 
-/* Frees the other thread's blocks: the thread becomes a server's. */
-static void become_server(void) {
+/* Frees the main thread's blocks (foreign), so it becomes a server's, then
+ * runs server_body. */
+static void *server_thread(void *arg) {
+  (void)arg;
   ebb_free(ebb_malloc(64)); /* an arena, and class 64's cache set up */
   for (int i = 0; i < TC_SERVER_FREES - 1; i++) ebb_free(foreign[i]);
   cr_assert_not(arena_tls->tc_server);
   ebb_free(foreign[TC_SERVER_FREES - 1]);
   cr_assert(arena_tls->tc_server, "TC_SERVER_FREES of other threads' blocks make it a server's");
+  server_body(arena_tls);
+  return NULL;
 }
 
-static void *server_caches_own(void *arg) {
-  (void)arg;
-  become_server();
-  arena_t *a = arena_tls;
+/* Runs body in a new thread that has become a server's. */
+static void in_server_thread(void (*body)(arena_t *a)) {
+  for (int i = 0; i < NFOREIGN; i++) foreign[i] = ebb_malloc(32);
+  server_body = body;
+  pthread_t t;
+  pthread_create(&t, NULL, server_thread, NULL);
+  pthread_join(t, NULL);
+}
+
+static void server_caches_own(arena_t *a) {
   unsigned c = size_class(64);
   void *keep = ebb_malloc(64), *p = ebb_malloc(64), *q = ebb_malloc(64);
   page_t *pg = page_of(p);
@@ -130,20 +138,11 @@ static void *server_caches_own(void *arg) {
   cr_assert(a->tc_server);
   arena_purge_all(false);
   cr_assert_not(a->tc_server);
-  return NULL;
 }
 
-Test(tcache, a_server_thread_caches_its_own_blocks_too) {
-  make_foreign();
-  pthread_t t;
-  pthread_create(&t, NULL, server_caches_own, NULL);
-  pthread_join(t, NULL);
-}
+Test(tcache, a_server_thread_caches_its_own_blocks_too) { in_server_thread(server_caches_own); }
 
-static void *full_class(void *arg) {
-  (void)arg;
-  become_server();
-  arena_t *a = arena_tls;
+static void full_class(arena_t *a) {
   unsigned c = size_class(256);
   enum { N = 200 };
   static void *p[N];
@@ -161,15 +160,9 @@ static void *full_class(void *arg) {
   cr_assert_eq(held(a, c), cap - 1, "then the thread's own blocks go to their pages");
   cr_assert_eq(pages_used(p, N), used0 - (N - (cap - 1)));
   cr_assert_eq(ebb_malloc(256), p[cap - 2], "the cache still hands out its newest first");
-  return NULL;
 }
 
-Test(tcache, a_full_class_sends_own_blocks_to_their_pages) {
-  make_foreign();
-  pthread_t t;
-  pthread_create(&t, NULL, full_class, NULL);
-  pthread_join(t, NULL);
-}
+Test(tcache, a_full_class_sends_own_blocks_to_their_pages) { in_server_thread(full_class); }
 
 static uint32_t fg_cap, fg_flushed, fg_used0;
 static void *fill_with_foreign(void *arg) {
@@ -315,20 +308,12 @@ Test(tcache, double_free_of_a_cached_foreign_block_aborts, .signal = SIGABRT) {
   pthread_join(t, NULL);
 }
 
-static void *double_free_own_in_server(void *arg) {
-  (void)arg;
-  become_server();
+static void double_free_own(arena_t *a) {
   void *p = ebb_malloc(64);
   ebb_malloc(64);
   ebb_free(p);
-  cr_assert_gt(held(arena_tls, size_class(64)), 0);
+  cr_assert_gt(held(a, size_class(64)), 0);
   ebb_free(p);
-  return NULL;
 }
 
-Test(tcache, double_free_of_a_cached_own_block_aborts, .signal = SIGABRT) {
-  make_foreign();
-  pthread_t t;
-  pthread_create(&t, NULL, double_free_own_in_server, NULL);
-  pthread_join(t, NULL);
-}
+Test(tcache, double_free_of_a_cached_own_block_aborts, .signal = SIGABRT) { in_server_thread(double_free_own); }
