@@ -34,10 +34,11 @@ $(B)/libebb.so: $(B)/obj/ebb.o
 	ln -sf libebb.so $(B)/libebb.so.0
 # Hidden visibility does not protect a static link: internal names are made
 # local in the archive's object, so only ebb_* and the standard names are global.
-# The archive does not define pthread_create (libebb.so's wrapper, which starts
-# the background thread): it is renamed __wrap_pthread_create, which a program
-# links in with -Wl,--wrap=pthread_create if it wants EBB_BACKGROUND=auto.
-ARCHIVE_OBJCOPY := objcopy --localize-hidden --redefine-sym pthread_create=__wrap_pthread_create
+# The archive does not export pthread_create (libebb.so's, which starts the
+# background thread): a program that wants EBB_BACKGROUND=auto links the same
+# function in under its public name with $(EBB_WRAP_LDFLAGS).
+ARCHIVE_OBJCOPY := objcopy --localize-hidden --localize-symbol=pthread_create
+EBB_WRAP_LDFLAGS := -Wl,--wrap=pthread_create -Wl,--defsym=__wrap_pthread_create=ebb_pthread_create
 $(B)/libebb.a: $(B)/obj/ebb.o
 	$(ARCHIVE_OBJCOPY) $< $(B)/obj/ebb-static.o
 	rm -f $@ && ar rcs $@ $(B)/obj/ebb-static.o
@@ -83,9 +84,9 @@ $(B)/tests/integration: $(INT_SRC) $(B)/libebb.so | $(B)/tests
 STRESS_SRC := $(wildcard tests/stress/*.c)
 # The stress tests run the default EBB_BACKGROUND=auto, so they link ebb's pthread_create wrapper in.
 $(B)/tests/stress: $(STRESS_SRC) $(B)/libebb.a | $(B)/tests
-	$(CC) $(TCFLAGS) $(STRESS_SRC) $(B)/libebb.a -o $@ -Wl,--wrap=pthread_create $(TLIBS)
+	$(CC) $(TCFLAGS) $(STRESS_SRC) $(B)/libebb.a -o $@ $(EBB_WRAP_LDFLAGS) $(TLIBS)
 $(B)/tests/stress-debug: $(STRESS_SRC) $(B)/debug/libebb.a | $(B)/tests
-	$(CC) $(TCFLAGS) $(STRESS_SRC) $(B)/debug/libebb.a -o $@ -Wl,--wrap=pthread_create $(TLIBS)
+	$(CC) $(TCFLAGS) $(STRESS_SRC) $(B)/debug/libebb.a -o $@ $(EBB_WRAP_LDFLAGS) $(TLIBS)
 
 # valgrind: the ebb_* API tests, with ebb built to emit memcheck client requests.
 VG_SRC := tests/integration/test_api.c

@@ -6,6 +6,7 @@
  * pthread_key_create and pthread_atfork.
  * Must never: allocate, use stdio, or change errno as seen by the caller. */
 #include "os.h"
+#include "ebb.h"
 #include <errno.h>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -244,18 +245,23 @@ static void (*_Atomic before_create)(void);
 
 void os_on_thread_create(void (*hook)(void)) { atomic_store_explicit(&before_create, hook, memory_order_release); }
 
-#ifndef EBB_NO_OVERRIDE
-/* jemalloc's way to learn that a process becomes multi-threaded: ebb defines
- * pthread_create, runs the hook (which starts the background thread) in the
- * creating thread, where no libc lock is held, then calls libc's. libebb.so
- * exports it; libebb.a renames it __wrap_pthread_create (Makefile), so a static
- * link interposes on nothing of libc's unless it asks with
- * -Wl,--wrap=pthread_create. Weak all the same. */
-__attribute__((weak, visibility("default"))) int pthread_create(pthread_t *t, const pthread_attr_t *attr,
-                                                                void *(*fn)(void *), void *arg) {
+/* jemalloc's way to learn that a process becomes multi-threaded: ebb's
+ * pthread_create runs the hook (which starts the background thread) in the
+ * creating thread, where no libc lock is held, then calls libc's. */
+EBB_EXPORT int ebb_pthread_create(void *t, const void *attr, void *(*fn)(void *), void *arg) {
   void (*hook)(void) = atomic_load_explicit(&before_create, memory_order_acquire);
   if (hook) hook();
   return real_create(t, attr, fn, arg);
+}
+
+#ifndef EBB_NO_OVERRIDE
+/* libebb.so exports it as pthread_create too; libebb.a makes this name local
+ * (Makefile), so a static link interposes on nothing of libc's and exports
+ * only ebb_* names: a program asks for the hook with -Wl,--wrap=pthread_create
+ * -Wl,--defsym=__wrap_pthread_create=ebb_pthread_create. Weak all the same. */
+__attribute__((weak, visibility("default"))) int pthread_create(pthread_t *t, const pthread_attr_t *attr,
+                                                                void *(*fn)(void *), void *arg) {
+  return ebb_pthread_create(t, attr, fn, arg);
 }
 #endif
 

@@ -97,6 +97,15 @@ void ebb_stats_print(int fd, int level);
  * of bytes purged. malloc_trim(0) does the same. */
 size_t ebb_trim(void);
 
+/* pthread_create with ebb's hook: under EBB_BACKGROUND=auto it starts ebb's
+ * background thread before the program's first thread, then calls libc's
+ * pthread_create (the arguments are pthread_create's: pthread_t *, const
+ * pthread_attr_t *, the start routine, its argument). libebb.so's own
+ * pthread_create is this; a program linked with libebb.a gets it for every
+ * pthread_create with -Wl,--wrap=pthread_create
+ * -Wl,--defsym=__wrap_pthread_create=ebb_pthread_create, or calls it. */
+int ebb_pthread_create(void *thread, const void *attr, void *(*start)(void *), void *arg);
+
 #ifdef __cplusplus
 }
 #endif

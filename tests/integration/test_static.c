@@ -99,12 +99,15 @@ Test(static_link, cxx_program_fully_static) {
   run_ok("static_cxx_full");
 }
 
-/* The archive interposes on nothing of libc's: its pthread_create wrapper
- * (which starts the background thread under EBB_BACKGROUND=auto) is linked in
- * only with -Wl,--wrap=pthread_create. Without it libc's runs alone and no
- * background thread starts (EBB_BACKGROUND=1 still starts one at start-up). */
+/* The archive interposes on nothing of libc's: its pthread_create hook (which
+ * starts the background thread under EBB_BACKGROUND=auto), ebb_pthread_create,
+ * runs for every pthread_create only with -Wl,--wrap=pthread_create
+ * -Wl,--defsym=__wrap_pthread_create=ebb_pthread_create. Without them libc's
+ * runs alone and no background thread starts (EBB_BACKGROUND=1 still starts
+ * one at start-up). */
 Test(static_link, background_thread_needs_the_wrap_flag) {
-  build("static_wrap.c", "static_wrap", "-O1 -Wall -Wl,--wrap=pthread_create");
+  build("static_wrap.c", "static_wrap",
+        "-O1 -Wall -Wl,--wrap=pthread_create -Wl,--defsym=__wrap_pthread_create=ebb_pthread_create");
   int st = run_cmd(&r, "env -u EBB_BACKGROUND '%s/static_wrap' 3", tmp_dir());
   cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "with --wrap: %s\n%s%s", describe_status(st), r.out, r.err);
   build("static_wrap.c", "static_nowrap", "-O1 -Wall");

@@ -1,6 +1,6 @@
 /* clash.c — a program that defines, for itself, names the allocator uses
  * internally (opt, page_init, spin_lock, chunk_new, arena_tls, os_map) and
- * pthread_create (which libebb.a leaves to the program: it has only __wrap_pthread_create), then
+ * pthread_create (which libebb.a leaves to the program: it has only ebb_pthread_create), then
  * links statically with build/libebb.a. The archive must export only public
  * names, so this links (no "multiple definition") and ebb is still the
  * program's malloc. Prints OK. Built and run by tests/integration/test_symbols.c. */
