@@ -169,7 +169,10 @@ EBB_INLINE uint64_t page_block_granules(const page_t *pg, uint32_t i) {
   uint32_t size = relaxed_load(pg->block_size);
   unsigned shift = relaxed_load(pg->sub_shift);
   size_t lo = (size_t)i * size, hi = lo + size - 1;
-  unsigned a = (unsigned)(lo >> shift), b = (unsigned)(hi >> shift);
+  size_t a = lo >> shift, b = hi >> shift;
+  /* past the page's 64 granules: a stale pointer read while another thread
+   * reuses the page (ebb_owns; page_block_index said UINT32_MAX) */
+  if (a >= 64) return 0;
   uint64_t upto_b = b >= 63 ? ~(uint64_t)0 : ((uint64_t)1 << (b + 1)) - 1;
   return upto_b & ~(((uint64_t)1 << a) - 1);
 }

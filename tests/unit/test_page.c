@@ -149,6 +149,14 @@ Test(page, straddling_live_block_pins_both_granules) {
   cr_assert(page_is_valid(pg));
 }
 
+/* ebb_owns on a stale pointer can race the page's reuse and ask for block
+ * UINT32_MAX (page_block_index's "no block"): no granule, no shift past 63. */
+Test(page, a_block_index_past_the_page_overlaps_no_granule) {
+  page_t *pg = new_page(48);
+  cr_assert_eq(page_block_granules(pg, UINT32_MAX), 0);
+  cr_assert_eq(page_block_granules(pg, 0), 1);
+}
+
 Test(page, purge_without_free_granules_does_nothing) {
   fake_reset();
   page_t *pg = new_page(4096);
