@@ -183,14 +183,8 @@ EBB_EXPORT void ebb_free(void *p) {
    * for writing at once, so a block last written on another core costs one
    * transfer, not a shared read and then an upgrade (larson: half of free's time). */
   prefetch_for_write(p);
-  uintptr_t key = registry_chunk_key(p);
-  /* The descriptor's address comes from p alone: the compiler must not take it
-   * from the slot just loaded (equal once compared), which would chain the
-   * descriptor load behind the registry's (+0.5 ns a free in bench/loop). */
-  uintptr_t base = key - (CHUNK_SIZE - 1);
-  __asm__("" : "+r"(base));
-  if (likely(registry_raw(p) == key)) { /* never for NULL: an empty slot is 0 */
-    page_t *pg = chunk_page_of((chunk_t *)base, p);
+  if (likely(registry_in_chunk(p))) { /* never for NULL */
+    page_t *pg = chunk_page_of(chunk_of(p), p);
     block_t *b = p;
     uint64_t cookie = page_cookie(b); /* loaded once: the stores below might alias page_key */
     if (likely(page_is_block(pg, p) && !block_cookie_is(b, cookie))) {

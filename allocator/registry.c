@@ -6,6 +6,7 @@
 #include "os.h"
 
 reg_leaf_t reg_empty_leaf; /* zeroes: every slot empty */
+_Atomic uint8_t reg_chunk_map[REG_MAP_ENTRIES]; /* zeroes: no chunk anywhere */
 _Atomic(reg_leaf_t *) reg_root[1u << REG_L1_BITS] = {[0 ...(1u << REG_L1_BITS) - 1] = &reg_empty_leaf};
 
 static reg_leaf_t *leaf_for(uintptr_t r) {
@@ -31,11 +32,18 @@ bool registry_set(const void *p, void *hdr) {
   reg_leaf_t *leaf = leaf_for(r);
   if (!leaf) return false;
   atomic_store_explicit(&leaf->slot[r & ((1u << REG_L2_BITS) - 1)], encode(hdr), memory_order_release);
+  /* the map says "chunk" only for a chunk's own region, after its slot does */
+  uint8_t is_chunk = (uintptr_t)hdr == ((uintptr_t)p & ~(uintptr_t)(CHUNK_SIZE - 1));
+  if (atomic_load_explicit(&reg_chunk_map[r], memory_order_relaxed) != is_chunk)
+    atomic_store_explicit(&reg_chunk_map[r], is_chunk, memory_order_release);
   return true;
 }
 
 void registry_clear(const void *p) {
   uintptr_t r = (uintptr_t)p >> CHUNK_SHIFT;
+  if (r >> (REG_L1_BITS + REG_L2_BITS)) return;
+  if (atomic_load_explicit(&reg_chunk_map[r], memory_order_relaxed)) /* before the slot */
+    atomic_store_explicit(&reg_chunk_map[r], 0, memory_order_release);
   reg_leaf_t *leaf = atomic_load_explicit(&reg_root[r >> REG_L2_BITS], memory_order_acquire);
   if (leaf != &reg_empty_leaf)
     atomic_store_explicit(&leaf->slot[r & ((1u << REG_L2_BITS) - 1)], 0, memory_order_release);
