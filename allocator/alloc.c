@@ -188,8 +188,9 @@ EBB_EXPORT void ebb_free(void *p) {
     block_t *b = p;
     uint64_t cookie = page_cookie(b); /* loaded once: the stores below might alias page_key */
     if (likely(page_is_block(pg, p) && !block_cookie_is(b, cookie))) {
-      arena_t *a = arena_tls;
-      if (likely(arena_free_push(a, pg, b, cookie))) return;
+      uintptr_t key = arena_free_key;
+      if (likely(arena_free_push(key, pg, b, cookie))) return;
+      arena_t *a = (arena_t *)(key & ~(uintptr_t)1);
       chunk_t *c = chunk_of(p); /* computed here, off the fast path */
       if (relaxed_load(c->arena) != a && relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES) {
         free_foreign(a, c, pg, b); /* a tail call */

@@ -12,6 +12,7 @@ page_t page_empty;
 arena_t arena_none = {.tc = {[0 ... NCLASSES - 1] = {.direct = &page_empty}},
                       .src = {[0 ... NCLASSES - 1] = &page_empty.fl}};
 __thread arena_t *arena_tls __attribute__((tls_model("initial-exec"))) = &arena_none;
+__thread uintptr_t arena_free_key __attribute__((tls_model("initial-exec"))) = (uintptr_t)&arena_none;
 
 static _Atomic(arena_t *) arenas_all;    /* every arena ever made */
 static atomic_size_t dirty_total;        /* sum of arenas' dirty bytes, for the cap */
@@ -403,7 +404,10 @@ bool arena_free_cached(arena_t *a, page_t *pg, block_t *b) {
   if (a == &arena_none || t == TC_NONE) return false;
   tcache_t *tc = &a->tc[t];
   if (unlikely(a->tc_cap[t] == 0)) tcache_setup(a, t); /* another thread's block, of a class this one never allocated */
-  if (unlikely(++a->tc_foreign == TC_SERVER_FREES)) a->tc_server = 1; /* its own blocks go into the cache too */
+  if (unlikely(++a->tc_foreign == TC_SERVER_FREES)) { /* its own blocks go into the cache too */
+    a->tc_server = 1;
+    arena_sync_free_key();
+  }
   if (a->tc_cap[t] == 1) return false;
   if (relaxed_load(tc->fl.used) <= 1) {
     tcache_flush(a, t, a->tc_cap[t] / 2);
@@ -502,6 +506,7 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
       tcache_flush_all(a);
       a->tc_server = a->tc_foreign >= TC_SERVER_FREES; /* see arena_free_push */
       a->tc_foreign = 0;
+      arena_sync_free_key();
     }
     arena_drain_remote(a);
     bool owner_idle = atomic_load_explicit(&a->state, memory_order_relaxed) != ARENA_OWNED || a != arena_tls;
@@ -597,6 +602,7 @@ static void arena_reset(arena_t *a) {
   a->tick = TICK_FREES;
   a->tc_server = 0;
   a->tc_foreign = 0;
+  if (a == arena_tls) arena_sync_free_key();
   a->now = os_now_ms();
   a->last_decay = a->now;
 }

@@ -42,9 +42,9 @@ typedef struct arena {
   /* What malloc pops from, per class: the cache slot's list while it holds
    * blocks, else the current page's; the malloc that empties the cache (or
    * the free into an empty one) moves it. First, so malloc indexes it with
-   * no offset; tc_server, which every free reads, shares its page. */
+   * no offset. */
   freelist_t *src[NCLASSES];
-  uint8_t tc_server;              /* the thread frees many other threads' blocks: its own go into the cache too */
+  uint8_t tc_server;              /* the thread frees many other threads' blocks: its own go into the cache too (in arena_free_key) */
   /* The thread cache: blocks this thread freed, its own and other threads'
    * alike, one list per class, which malloc takes first (LIFO: the block just
    * freed is the next one handed out, still in cache), with no atomic
@@ -78,6 +78,13 @@ typedef struct arena {
  * malloc fast path needs no test: every class of arena_none is empty. */
 extern __thread arena_t *arena_tls __attribute__((tls_model("initial-exec")));
 extern arena_t arena_none;
+/* What free() compares a page's fast_owner with: the thread's arena, with bit
+ * 0 set while the thread is a server's (tc_server), so that one compare both
+ * finds "my page, nothing special" and keeps a server's thread off the page
+ * push, with no test of its own on the common thread's path. */
+extern __thread uintptr_t arena_free_key __attribute__((tls_model("initial-exec")));
+/* Called whenever arena_tls or its tc_server changes. */
+EBB_INLINE void arena_sync_free_key(void) { arena_free_key = (uintptr_t)arena_tls | arena_tls->tc_server; }
 /* tc[c].direct = pg, and src[c] too unless the thread cache has blocks. */
 EBB_INLINE void arena_set_direct(arena_t *a, unsigned c, page_t *pg) {
   a->tc[c].direct = pg;
@@ -180,11 +187,24 @@ EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
   return likely(b != NULL) ? b : arena_malloc_slow(a, c, size);
 }
 
+/* A free by the owner, on the fast path (the page is neither full, purged
+ * nor unused), of b onto its page's list. */
+EBB_INLINE bool arena_page_push(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
+  ebb_assert(pg->used > 0 && pg->cls < NCLASSES && !pg->slow_free);
+  track_free(b);
+  page_push_cookie(pg, b, cookie);
+  uint32_t used = pg->used - 1;
+  relaxed_store(pg->used, used);
+  if (unlikely(used == 0)) arena_free_local_slow(a, pg);
+  return true;
+}
+
 /* The free fast path, for b (checked, not free; cookie is page_cookie(b)) of
- * page pg: in a server's thread (tc_server), into the thread cache while the
- * slot of pg->tc_off has room, whoever's block it is; else, if the thread
- * owns pg and it may take the fast path (pg->fast_owner == a), onto the
- * page's list. False when neither: the caller takes the slow path, where
+ * page pg, by the thread whose arena_free_key is key: if the thread owns pg
+ * and it may take the fast path (pg->fast_owner == key, never true in a
+ * server's thread), onto the page's list; in a server's thread (tc_server),
+ * into the thread cache while the slot of pg->tc_off has room, whoever's
+ * block it is, else as the first case. False when neither: the caller takes the slow path, where
  * other threads' blocks go into the cache (arena_free_cached).
  *   A thread caches its own blocks only while it also frees many other
  * threads' blocks: one that frees mostly its own gains nothing from caching
@@ -197,31 +217,27 @@ EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
  *   A free into an empty slot counts as a slow-path event, so a thread whose
  * blocks all go round through its cache still reads the clock and runs its
  * decay. arena_none's slots have room 0: it is never written. */
-EBB_INLINE bool arena_free_push(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
-  if (unlikely(a->tc_server)) { /* laid out for the common thread, which is not a server's */
-    size_t off = relaxed_load(pg->tc_off);
-    tcache_t *tc = (tcache_t *)((char *)a->tc + off);
-    uint32_t room = relaxed_load(tc->fl.used);
-    if (likely(room > 1)) {
-      track_free(b);
-      bool was_empty = tc->fl.free == NULL;
-      freelist_push(&tc->fl, b, cookie);
-      relaxed_store(tc->fl.used, room - 1);
-      if (unlikely(was_empty)) { /* the class's mallocs take from the cache again */
-        a->src[TC_OF(off)] = &tc->fl;
-        if (unlikely(--a->tick < 0)) arena_tick(a);
-      }
-      return true;
+EBB_INLINE bool arena_free_push(uintptr_t key, page_t *pg, block_t *b, uint64_t cookie) {
+  if (likely(relaxed_load(pg->fast_owner) == (arena_t *)key)) return arena_page_push((arena_t *)key, pg, b, cookie);
+  if (!(key & 1)) return false;
+  /* a server's thread (laid out of line: the common thread is not one) */
+  arena_t *a = (arena_t *)(key - 1);
+  size_t off = relaxed_load(pg->tc_off);
+  tcache_t *tc = (tcache_t *)((char *)a->tc + off);
+  uint32_t room = relaxed_load(tc->fl.used);
+  if (likely(room > 1)) {
+    track_free(b);
+    bool was_empty = tc->fl.free == NULL;
+    freelist_push(&tc->fl, b, cookie);
+    relaxed_store(tc->fl.used, room - 1);
+    if (unlikely(was_empty)) { /* the class's mallocs take from the cache again */
+      a->src[TC_OF(off)] = &tc->fl;
+      if (unlikely(--a->tick < 0)) arena_tick(a);
     }
+    return true;
   }
-  if (unlikely(relaxed_load(pg->fast_owner) != a)) return false;
-  ebb_assert(pg->used > 0 && pg->cls < NCLASSES && !pg->slow_free);
-  track_free(b);
-  page_push_cookie(pg, b, cookie);
-  uint32_t used = pg->used - 1;
-  relaxed_store(pg->used, used);
-  if (unlikely(used == 0)) arena_free_local_slow(a, pg);
-  return true;
+  if (relaxed_load(pg->fast_owner) == a) return arena_page_push(a, pg, b, cookie);
+  return false;
 }
 
 /* A block of the owner's, already free to memcheck, back on its page's list. */

@@ -26,7 +26,10 @@ void spin_lock(spinlock_t *l) {
 
 static void thread_exit(void *arg) {
   arena_t *a = arg;
-  if (arena_tls == a) arena_tls = &arena_none;
+  if (arena_tls == a) {
+    arena_tls = &arena_none;
+    arena_sync_free_key();
+  }
   arena_abandon(a);
 }
 
@@ -55,6 +58,7 @@ arena_t *thread_arena(void) {
   if (!a) a = arena_new(ARENA_OWNED);
   if (!a) return NULL;
   arena_tls = a;
+  arena_sync_free_key();
   atomic_fetch_add_explicit(&threads_seen, 1, memory_order_relaxed);
   os_exit_key_set(a); /* may call malloc (a second-level key block): the arena is already set */
   return a;

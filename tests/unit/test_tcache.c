@@ -97,11 +97,14 @@ static void (*server_body)(arena_t *a);
  * runs server_body. */
 static void *server_thread(void *arg) {
   (void)arg;
+  cr_assert_eq(arena_free_key, (uintptr_t)&arena_none, "no arena yet: free's key is arena_none's");
   ebb_free(ebb_malloc(64)); /* an arena, and class 64's cache set up */
+  cr_assert_eq(arena_free_key, (uintptr_t)arena_tls, "free's key is the arena, server bit clear");
   for (int i = 0; i < TC_SERVER_FREES - 1; i++) ebb_free(foreign[i]);
   cr_assert_not(arena_tls->tc_server);
   ebb_free(foreign[TC_SERVER_FREES - 1]);
   cr_assert(arena_tls->tc_server, "TC_SERVER_FREES of other threads' blocks make it a server's");
+  cr_assert_eq(arena_free_key, (uintptr_t)arena_tls | 1, "free's key carries the server bit");
   server_body(arena_tls);
   return NULL;
 }
@@ -136,8 +139,14 @@ static void server_caches_own(arena_t *a) {
   arena_purge_all(false);
   cr_assert_eq(held(a, c), 0);
   cr_assert(a->tc_server);
+  cr_assert_eq(arena_free_key, (uintptr_t)a | 1);
   arena_purge_all(false);
   cr_assert_not(a->tc_server);
+  cr_assert_eq(arena_free_key, (uintptr_t)a, "the server bit goes with tc_server");
+  p = ebb_malloc(64);
+  used = page_of(p)->used;
+  ebb_free(p);
+  cr_assert_eq(page_of(p)->used, used - 1, "an ordinary thread's own block goes to its page again");
 }
 
 Test(tcache, a_server_thread_caches_its_own_blocks_too) { in_server_thread(server_caches_own); }
