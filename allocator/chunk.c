@@ -54,7 +54,7 @@ static void reset_units(chunk_t *c, uint64_t resident, uint64_t now) {
     relaxed_store(pg->cls, (uint8_t)PAGE_UNUSED);
     relaxed_store(pg->magic, 0);
     relaxed_store(pg->head_back, 0);
-    relaxed_store(pg->carved_end, 0);
+    page_set_carved(pg, 0);
     page_set_slow(pg, true);
     page_set_cache(pg);
     if (resident >> i & 1) c->dirty_since[i] = now;
@@ -147,6 +147,7 @@ static page_t *take_at(chunk_t *c, unsigned first, unsigned n) {
   for (unsigned k = 1; k < n; k++) {
     page_t *t = &c->pages[first + k];
     relaxed_store(t->magic, 0);
+    page_set_carved(t, 0);
     relaxed_store(t->cls, (uint8_t)PAGE_TAIL);
     page_set_cache(t);
     relaxed_store(t->head_back, (uint16_t)(k * sizeof(page_t)));

@@ -14,7 +14,8 @@ void page_init(page_t *pg, unsigned cls, char *start, struct arena *owner, bool 
   const class_info_t *ci = &class_info[cls];
   pg->free = NULL;
   relaxed_store(pg->used, 0);
-  relaxed_store(pg->carved_end, 0);
+  page_set_carved(pg, 0);
+  relaxed_store(pg->blk_step, (uint32_t)(ci->magic * ci->size));
   pg->bump_end = 0;
   pg->bump = bump;
   relaxed_store(pg->magic, ci->magic);
@@ -93,7 +94,7 @@ static void page_open_batch(page_t *pg, uint32_t carved) {
     head = b;
   }
   pg->free = head;
-  relaxed_store(pg->carved_end, end * pg->block_size);
+  page_set_carved(pg, end * pg->block_size);
 }
 
 /* Takes back the lowest purged granule: its blocks that overlap no other purged

@@ -37,14 +37,14 @@ typedef struct page {
   uint64_t magic;         /* class magic, for offset → index; 0 when the unit serves no class */
   char *start;            /* first byte of the span */
   uint32_t carved_end;    /* bump pointer: blocks below it were handed out at least once, offsets at or past it are no block */
-  uint32_t pad_c;
+  uint32_t blk_limit;     /* carved blocks times the class's e: page_is_block's one compare (sizeclass.h) */
   uint32_t block_size;    /* class size */
   uint32_t capacity;      /* blocks that fit */
   uint8_t cls;            /* size class, PAGE_UNUSED, or PAGE_TAIL (a later unit of a span) */
   uint8_t units;          /* span length in units (head only) */
   uint8_t sub_shift;      /* log2 of the purge granule */
   uint8_t bump;           /* fresh blocks are bumped (first-class arenas), else carved into the list */
-  uint8_t pad_u8[4];
+  uint32_t blk_step;      /* the class's e = magic * block_size mod 2^64: what a bumped block adds to blk_limit */
   uint64_t purged;        /* granules returned to the kernel; their free blocks are parked */
   uint16_t head_back;     /* bytes back to the span's head descriptor (0 unless PAGE_TAIL) */
   uint16_t tc_off;        /* the thread-cache slot a free of its blocks may use, as a byte offset: TC_OFF(cls or TC_NONE) */
@@ -116,6 +116,7 @@ EBB_INLINE void *page_bump(page_t *pg) {
   if (end >= pg->bump_end) return NULL;
   block_t *b = (block_t *)(pg->start + end);
   relaxed_store(pg->carved_end, end + pg->block_size);
+  relaxed_store(pg->blk_limit, pg->blk_limit + pg->blk_step);
   track_open(b, sizeof *b);
   relaxed_store(b->cookie, 0);
   relaxed_store(pg->used, pg->used + 1);
@@ -149,11 +150,19 @@ EBB_INLINE void page_set_cache(page_t *pg) {
   relaxed_store(pg->tc_off, TC_OFF(ok ? relaxed_load(pg->cls) : TC_NONE));
 }
 
-/* Whether p is the start of a block of pg ever handed out: one multiply and two
- * compares, and false for any descriptor that serves no class (magic 0). */
+/* Whether p is the start of a block of pg ever handed out: one multiply and
+ * one compare (sizeclass.h), and false for any descriptor that serves no class
+ * (blk_limit 0). */
 EBB_INLINE bool page_is_block(const page_t *pg, const void *p) {
   uint32_t off = (uint32_t)((const char *)p - relaxed_load(pg->start));
-  return offset_is_multiple(off, relaxed_load(pg->magic)) && off < relaxed_load(pg->carved_end);
+  return (uint64_t)off * relaxed_load(pg->magic) < relaxed_load(pg->blk_limit);
+}
+
+/* Sets the bump pointer: blocks below end (a multiple of the block size) were
+ * handed out at least once. Keeps blk_limit with it. */
+EBB_INLINE void page_set_carved(page_t *pg, uint32_t end) {
+  relaxed_store(pg->carved_end, end);
+  relaxed_store(pg->blk_limit, end ? (end / pg->block_size) * pg->blk_step : 0);
 }
 
 /* Block index of p in pg, or UINT32_MAX if p is not the start of a block ever

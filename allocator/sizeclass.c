@@ -33,6 +33,6 @@ void sizeclass_init(void) {
                                    .units = units,
                                    .count = (uint32_t)(span / size),
                                    .sub_shift = shift,
-                                   .magic = UINT64_MAX / size + 1};
+                                   .magic = UINT64_MAX / size + 1 + ((size & (size - 1)) == 0)};
   }
 }

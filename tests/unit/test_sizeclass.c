@@ -52,3 +52,27 @@ Test(sizeclass, multiply_division_matches_real_division) {
     }
   }
 }
+
+/* The one compare of page_is_block: off * magic < blocks * e exactly when off
+ * is q * size with q < blocks, for every offset of the span and far past it
+ * (a stale or wild offset below 2^32), for any number of blocks carved. */
+Test(sizeclass, block_limit_is_exactly_multiple_and_below) {
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    const class_info_t *ci = &class_info[c];
+    uint32_t span = ci->units * (uint32_t)UNIT_SIZE, d = ci->size;
+    uint32_t e = (uint32_t)(ci->magic * d);
+    cr_assert(e >= 1 && e <= d, "class %u: e %u", c, e);
+    uint32_t carved[] = {0, 1, ci->count / 2 + 1, ci->count};
+    for (unsigned k = 0; k < 4; k++) {
+      uint32_t lim = offset_block_limit(carved[k], ci->magic, d);
+      for (uint32_t off = 0; off < span; off += (k == 2 ? 1 : 7)) /* exhaustive for one count */
+        cr_assert_eq((uint64_t)off * ci->magic < lim, off % d == 0 && off / d < carved[k], "class %u off %u", c, off);
+      uint32_t x = 0x9e3779b9u * (c + 1);
+      for (int i = 0; i < 20000; i++) { /* offsets past the span, up to 2^32 */
+        x = x * 1664525u + 1013904223u;
+        uint32_t off = i & 1 ? x : x - x % d;
+        cr_assert_eq((uint64_t)off * ci->magic < lim, off % d == 0 && off / d < carved[k], "class %u off %u", c, off);
+      }
+    }
+  }
+}
