@@ -69,6 +69,21 @@ static void *free_four_and_reuse(void *arg) {
   reused = ebb_malloc(64);
   cr_assert_eq(reused, blk[3], "and hands out the last one it freed first");
   cr_assert_eq(held(me, cls64), 3);
+  /* drained: the cache's blocks first, then the malloc that finds it empty
+   * moves the class back to its own page */
+  void *b2 = ebb_malloc(64), *b1 = ebb_malloc(64), *b0 = ebb_malloc(64);
+  cr_assert(b2 == blk[2] && b1 == blk[1] && b0 == blk[0]);
+  cr_assert_eq(held(me, cls64), 0);
+  cr_assert_eq(me->src[cls64], &me->tc[cls64].fl, "an empty cache stays the source until a malloc finds it so");
+  void *own = ebb_malloc(64);
+  cr_assert(own && page_of(own)->owner == me, "the next block is the thread's own");
+  cr_assert_eq(me->src[cls64], &me->tc[cls64].direct->fl);
+  ebb_free(own);
+  ebb_free(b0); /* back into the cache: the main thread frees them later */
+  ebb_free(b1);
+  ebb_free(b2);
+  cr_assert_eq(held(me, cls64), 3);
+  cr_assert_eq(me->src[cls64], &me->tc[cls64].fl);
   return NULL;
 }
 
