@@ -157,7 +157,7 @@ EBB_INLINE void *arena_pop_page(arena_t *a, unsigned c) {
   track_open(b, sizeof *b);
   pg->free = b->next;
   relaxed_store(b->cookie, 0);
-  relaxed_store(pg->used, pg->used + 1);
+  owner_add(pg->used, 1);
   track_malloc(b, pg->block_size, false);
   return b;
 }
@@ -178,7 +178,7 @@ EBB_INLINE void *arena_pop(arena_t *a, unsigned c) {
   track_open(b, sizeof *b);
   fl->free = b->next;
   relaxed_store(b->cookie, 0);
-  relaxed_store(fl->used, fl->used + 1);
+  owner_add(fl->used, 1);
   track_malloc(b, class_info[c].size, false);
   return b;
 }
@@ -195,9 +195,7 @@ EBB_INLINE bool arena_page_push(arena_t *a, page_t *pg, block_t *b, uint64_t coo
   ebb_assert(pg->used > 0 && pg->cls < NCLASSES && !pg->slow_free);
   track_free(b);
   page_push_cookie(pg, b, cookie);
-  uint32_t used = pg->used - 1;
-  relaxed_store(pg->used, used);
-  if (unlikely(used == 0)) arena_free_local_slow(a, pg);
+  if (unlikely(owner_add(pg->used, -1) == 0)) arena_free_local_slow(a, pg);
   return true;
 }
 
@@ -246,9 +244,7 @@ EBB_INLINE bool arena_free_push(uintptr_t key, page_t *pg, block_t *b, uint64_t 
 EBB_INLINE void arena_return_local(arena_t *a, page_t *pg, block_t *b) {
   ebb_assert(pg->used > 0 && pg->cls < NCLASSES);
   page_push_local(pg, b);
-  uint32_t used = pg->used - 1;
-  relaxed_store(pg->used, used);
-  if (unlikely(used == 0 || pg->slow_free)) arena_free_local_slow(a, pg);
+  if (unlikely(owner_add(pg->used, -1) == 0 || pg->slow_free)) arena_free_local_slow(a, pg);
 }
 
 /* Any free by the owner (the slow path's). */

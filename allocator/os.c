@@ -30,13 +30,6 @@ extern char **environ;
  * the range it left, the second thread's writes look racy with the first's.
  * The kernel orders the two; these edges tell TSan so (every call that gives
  * address space back releases, every call that takes some acquires). */
-#if defined(__SANITIZE_THREAD__)
-#define EBB_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define EBB_TSAN 1
-#endif
-#endif
 #ifdef EBB_TSAN
 void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);

@@ -119,7 +119,7 @@ EBB_INLINE void *page_bump(page_t *pg) {
   relaxed_store(pg->blk_limit, pg->blk_limit + pg->blk_step);
   track_open(b, sizeof *b);
   relaxed_store(b->cookie, 0);
-  relaxed_store(pg->used, pg->used + 1);
+  owner_add(pg->used, 1);
   track_malloc(b, pg->block_size, false);
   return b;
 }
