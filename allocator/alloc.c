@@ -138,7 +138,7 @@ static EBB_NOINLINE void *malloc_slow(size_t size) {
  * whose pages are all empty. */
 EBB_EXPORT void *ebb_malloc(size_t size) {
   if (likely(size <= 1024)) {
-    void *p = arena_pop(arena_tls, class_small[(size + 15) >> 4]);
+    void *p = arena_pop_slot(arena_tls, (unsigned)(size + 15) >> 4);
     if (likely(p != NULL)) return p;
   }
   return malloc_slow(size);

@@ -10,7 +10,7 @@
 
 page_t page_empty;
 arena_t arena_none = {.tc = {[0 ... NCLASSES - 1] = {.direct = &page_empty}},
-                      .src = {[0 ... NCLASSES - 1] = &page_empty.fl}};
+                      .src = {[0 ... NSRC - 1] = &page_empty.fl}};
 __thread arena_t *arena_tls __attribute__((tls_model("initial-exec"))) = &arena_none;
 __thread uintptr_t arena_free_key __attribute__((tls_model("initial-exec"))) = (uintptr_t)&arena_none;
 
@@ -267,6 +267,13 @@ static bool page_usable(arena_t *a, page_t *pg) { return page_refill(pg) || page
 
 static void tcache_setup(arena_t *a, unsigned cls);
 
+void *arena_pop_empty(arena_t *a, unsigned c) {
+  page_t *pg = a->tc[c].direct;
+  if (arena_src(a, c) == &pg->fl) return page_bump(pg);
+  arena_set_src(a, c, &pg->fl); /* the thread cache ran dry: the class's page again */
+  return arena_pop(a, c);
+}
+
 void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
   if (unlikely(--a->tick < 0)) arena_tick(a);
   if (unlikely(a->tc_cap[cls] == 0) && a == arena_tls) tcache_setup(a, cls); /* not a first-class arena */
@@ -354,7 +361,7 @@ static void tcache_flush(arena_t *a, unsigned cls, uint32_t keep) {
     track_close(last, sizeof *last);
   } else {
     tc->fl.free = NULL;
-    a->src[cls] = &tc->direct->fl;
+    arena_set_src(a, cls, &tc->direct->fl);
   }
   relaxed_store(tc->fl.used, a->tc_cap[cls] - kept);
   while (b) {
@@ -416,7 +423,7 @@ bool arena_free_cached(arena_t *a, page_t *pg, block_t *b) {
   track_free(b);
   freelist_push(&tc->fl, b, page_cookie(b));
   relaxed_store(tc->fl.used, relaxed_load(tc->fl.used) - 1);
-  a->src[t] = &tc->fl;
+  arena_set_src(a, t, &tc->fl);
   return true;
 }
 
@@ -591,7 +598,7 @@ void arena_purge_background(uint64_t now) {
 static void arena_reset(arena_t *a) {
   for (unsigned c = 0; c < NCLASSES; c++) {
     a->tc[c].direct = &page_empty;
-    a->src[c] = &page_empty.fl;
+    arena_set_src(a, c, &page_empty.fl);
     a->queues[c].first = a->queues[c].last = NULL;
     a->last_span[c] = NULL;
     /* the thread cache: left untouched here (a new arena's memory is zeroes; a
@@ -730,7 +737,7 @@ void arena_reset_blocks(arena_t *a) {
     page_t *cur = a->tc[c].direct != &page_empty ? a->tc[c].direct : a->queues[c].first;
     if (cur) a->last_span[c] = cur;
     a->tc[c].direct = &page_empty;
-    a->src[c] = &page_empty.fl;
+    arena_set_src(a, c, &page_empty.fl);
     a->queues[c].first = a->queues[c].last = NULL;
   }
   if (opt.decay_ms == 0) purge_oldest_locked(a, SIZE_MAX);

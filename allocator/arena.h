@@ -42,8 +42,10 @@ typedef struct arena {
   /* What malloc pops from, per class: the cache slot's list while it holds
    * blocks (and until the next malloc finds it empty), else the current
    * page's; the malloc that finds the cache empty (or the free into an empty
-   * one) moves it. First, so malloc indexes it with no offset. */
-  freelist_t *src[NCLASSES];
+   * one) moves it. Indexed by source slot (sizeclass.h: by size up to 1 KiB,
+   * a class's slots always equal; read with arena_src, written with
+   * arena_set_src). First, so malloc indexes it with no offset. */
+  freelist_t *src[NSRC];
   uint8_t tc_server;              /* the thread frees many other threads' blocks: its own go into the cache too (in arena_free_key) */
   /* The thread cache: blocks this thread freed, its own and other threads'
    * alike, one list per class, which malloc takes first (LIFO: the block just
@@ -85,10 +87,17 @@ extern arena_t arena_none;
 extern __thread uintptr_t arena_free_key __attribute__((tls_model("initial-exec")));
 /* Called whenever arena_tls or its tc_server changes. */
 EBB_INLINE void arena_sync_free_key(void) { arena_free_key = (uintptr_t)arena_tls | arena_tls->tc_server; }
-/* tc[c].direct = pg, and src[c] too unless the thread cache has blocks. */
+/* What class c's mallocs pop from, and setting it (every slot of the class). */
+EBB_INLINE freelist_t *arena_src(const arena_t *a, unsigned c) { return a->src[class_src_lo[c]]; }
+EBB_INLINE void arena_set_src(arena_t *a, unsigned c, freelist_t *fl) {
+  unsigned s = class_src_lo[c], n = class_src_n[c];
+  ebb_assert(n >= 1 && n <= 4);
+  for (unsigned i = 0; i < n; i++) a->src[s + i] = fl;
+}
+/* tc[c].direct = pg, and src too unless the thread cache is the source. */
 EBB_INLINE void arena_set_direct(arena_t *a, unsigned c, page_t *pg) {
   a->tc[c].direct = pg;
-  if (a->src[c] != &a->tc[c].fl) a->src[c] = &pg->fl;
+  if (arena_src(a, c) != &a->tc[c].fl) arena_set_src(a, c, &pg->fl);
 }
 extern page_t page_empty; /* tc[c].direct points here while a class has no page */
 
@@ -162,26 +171,28 @@ EBB_INLINE void *arena_pop_page(arena_t *a, unsigned c) {
   return b;
 }
 
-/* Pops the first block of src[c]: the thread cache's newest while it holds
- * blocks, else the current page's first; NULL when that is empty too (past
- * what the page can bump). The pop that finds the cache empty moves src[c]
- * to the page, off the path of every other pop (-2 instructions a malloc). */
-EBB_INLINE void *arena_pop(arena_t *a, unsigned c) {
-  freelist_t *fl = a->src[c];
+/* Source slot s's list was empty: the page's next block (bumped), or, when
+ * the thread cache was the source, its page's first after moving the source
+ * back to the page; NULL when there is none either. */
+void *arena_pop_empty(arena_t *a, unsigned c);
+
+/* Pops the first block of source slot s: the thread cache's newest while it
+ * holds blocks, else the current page's first; NULL when that is empty too
+ * (past what the page can bump). The pop that finds the cache empty moves
+ * the source to the page, off the path of every other pop. */
+EBB_INLINE void *arena_pop_slot(arena_t *a, unsigned s) {
+  freelist_t *fl = a->src[s];
   block_t *b = fl->free;
-  if (unlikely(b == NULL)) {
-    page_t *pg = a->tc[c].direct;
-    if (likely(fl == &pg->fl)) return page_bump(pg);
-    a->src[c] = fl = &pg->fl; /* the thread cache ran dry */
-    if ((b = fl->free) == NULL) return page_bump(pg);
-  }
+  if (unlikely(b == NULL)) return arena_pop_empty(a, src_class(s));
   track_open(b, sizeof *b);
   fl->free = b->next;
   relaxed_store(b->cookie, 0);
   owner_add(fl->used, 1);
-  track_malloc(b, class_info[c].size, false);
+  track_malloc(b, class_info[src_class(s)].size, false);
   return b;
 }
+
+EBB_INLINE void *arena_pop(arena_t *a, unsigned c) { return arena_pop_slot(a, class_src_lo[c]); }
 
 EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
   unsigned c = size_class(size);
@@ -231,7 +242,7 @@ EBB_INLINE bool arena_free_push(uintptr_t key, page_t *pg, block_t *b, uint64_t 
     freelist_push(&tc->fl, b, cookie);
     relaxed_store(tc->fl.used, room - 1);
     if (unlikely(was_empty)) { /* the class's mallocs take from the cache again */
-      a->src[TC_OF(off)] = &tc->fl;
+      arena_set_src(a, TC_OF(off), &tc->fl);
       if (unlikely(--a->tick < 0)) arena_tick(a);
     }
     return true;

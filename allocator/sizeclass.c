@@ -3,6 +3,7 @@
 
 class_info_t class_info[NCLASSES];
 uint8_t class_small[1024 / 16 + 1];
+uint8_t class_src_lo[NCLASSES], class_src_n[NCLASSES];
 
 /* The arithmetic behind class_small (and size_class above 1 KiB). */
 static unsigned size_class_computed(size_t size) {
@@ -23,6 +24,16 @@ static unsigned units_for(size_t size) {
 
 void sizeclass_init(void) {
   for (size_t i = 0; i <= 1024 / 16; i++) class_small[i] = (uint8_t)size_class_computed(i * 16);
+  _Static_assert(NSRC <= 256, "slots fit a byte");
+  for (unsigned c = 0; c < NCLASSES_SMALL; c++) class_src_n[c] = 0;
+  for (unsigned s = SRC_SMALL; s-- > 0;) { /* downwards: lo ends at a class's first slot */
+    class_src_lo[class_small[s]] = (uint8_t)s;
+    class_src_n[class_small[s]]++;
+  }
+  for (unsigned c = NCLASSES_SMALL; c < NCLASSES; c++) {
+    class_src_lo[c] = (uint8_t)(SRC_SMALL + c - NCLASSES_SMALL);
+    class_src_n[c] = 1;
+  }
   for (unsigned c = 0; c < NCLASSES; c++) {
     size_t size = class_size_of(c);
     unsigned units = units_for(size);

@@ -22,6 +22,19 @@ extern class_info_t class_info[NCLASSES];
 extern uint8_t class_small[1024 / 16 + 1]; /* class of sizes up to 1 KiB, by (size + 15) / 16 */
 void sizeclass_init(void);
 
+/* Source slots: what an arena's src[] is indexed by (arena.h). A size up to
+ * 1 KiB has its own slot, (size + 15) / 16, so malloc's fast path indexes
+ * src[] with the size itself, with no class table load on its way to the
+ * list head (as mimalloc's pages_free_direct); a class above 256 B owns 2 or
+ * 4 such slots, always equal. Each class above 1 KiB has one slot after
+ * them. class_src_lo/class_src_n: a class's first slot and how many. */
+#define SRC_SMALL (1024 / 16 + 1)
+#define NCLASSES_SMALL 32 /* classes up to 1 KiB */
+#define NSRC (SRC_SMALL + NCLASSES - NCLASSES_SMALL)
+extern uint8_t class_src_lo[NCLASSES], class_src_n[NCLASSES];
+/* The class whose slot s is. */
+EBB_INLINE unsigned src_class(unsigned s) { return s < SRC_SMALL ? class_small[s] : s - SRC_SMALL + NCLASSES_SMALL; }
+
 /* size <= CLASS_MAX_SIZE */
 EBB_INLINE unsigned size_class(size_t size) {
   if (likely(size <= 1024)) return class_small[(size + 15) >> 4];

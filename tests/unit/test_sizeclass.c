@@ -76,3 +76,24 @@ Test(sizeclass, block_limit_is_exactly_multiple_and_below) {
     }
   }
 }
+
+/* Source slots: every size up to 1 KiB has the slot (size + 15) / 16, which
+ * belongs to its class; each class's slots are consecutive, 1 to 4 of them,
+ * and every slot belongs to exactly one class. */
+Test(sizeclass, source_slots_cover_sizes_and_classes) {
+  unsigned owner[NSRC];
+  for (unsigned s = 0; s < NSRC; s++) owner[s] = NCLASSES;
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    cr_assert(class_src_n[c] >= 1 && class_src_n[c] <= 4, "class %u has %u slots", c, class_src_n[c]);
+    for (unsigned i = 0; i < class_src_n[c]; i++) {
+      unsigned s = class_src_lo[c] + i;
+      cr_assert_lt(s, NSRC);
+      cr_assert_eq(owner[s], NCLASSES, "slot %u claimed twice", s);
+      owner[s] = c;
+      cr_assert_eq(src_class(s), c, "slot %u", s);
+    }
+  }
+  for (unsigned s = 0; s < NSRC; s++) cr_assert_neq(owner[s], NCLASSES, "slot %u belongs to no class", s);
+  for (size_t size = 0; size <= 1024; size++) cr_assert_eq(src_class((unsigned)(size + 15) >> 4), size_class(size), "size %zu", size);
+  cr_assert_eq(class_info[NCLASSES_SMALL - 1].size, 1024);
+}

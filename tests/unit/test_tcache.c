@@ -15,6 +15,14 @@
 #include "ebb.h"
 
 static page_t *page_of(void *p) { return chunk_page_of(chunk_of(p), p); }
+/* Every class's source slots name one list (malloc reads the slot of its
+ * size, the slow paths the class's first). */
+static void slots_agree(arena_t *a) {
+  for (unsigned c = 0; c < NCLASSES; c++)
+    for (unsigned i = 1; i < class_src_n[c]; i++)
+      cr_assert_eq(a->src[class_src_lo[c] + i], a->src[class_src_lo[c]], "class %u slot %u", c, i);
+}
+
 static uint32_t held(arena_t *a, unsigned cls) {
   return a->tc_cap[cls] > 1 ? a->tc_cap[cls] - a->tc[cls].fl.used : 0;
 }
@@ -74,16 +82,17 @@ static void *free_four_and_reuse(void *arg) {
   void *b2 = ebb_malloc(64), *b1 = ebb_malloc(64), *b0 = ebb_malloc(64);
   cr_assert(b2 == blk[2] && b1 == blk[1] && b0 == blk[0]);
   cr_assert_eq(held(me, cls64), 0);
-  cr_assert_eq(me->src[cls64], &me->tc[cls64].fl, "an empty cache stays the source until a malloc finds it so");
+  cr_assert_eq(arena_src(me, cls64), &me->tc[cls64].fl, "an empty cache stays the source until a malloc finds it so");
   void *own = ebb_malloc(64);
   cr_assert(own && page_of(own)->owner == me, "the next block is the thread's own");
-  cr_assert_eq(me->src[cls64], &me->tc[cls64].direct->fl);
+  cr_assert_eq(arena_src(me, cls64), &me->tc[cls64].direct->fl);
   ebb_free(own);
   ebb_free(b0); /* back into the cache: the main thread frees them later */
   ebb_free(b1);
   ebb_free(b2);
   cr_assert_eq(held(me, cls64), 3);
-  cr_assert_eq(me->src[cls64], &me->tc[cls64].fl);
+  cr_assert_eq(arena_src(me, cls64), &me->tc[cls64].fl);
+  slots_agree(me);
   return NULL;
 }
 
@@ -135,6 +144,15 @@ static void in_server_thread(void (*body)(arena_t *a)) {
 
 static void server_caches_own(arena_t *a) {
   unsigned c = size_class(64);
+  /* a class with four source slots (sizes 897..1024), through the cache and back */
+  void *big[8];
+  for (int i = 0; i < 8; i++) big[i] = ebb_malloc(900 + (size_t)i * 16);
+  for (int i = 0; i < 8; i++) ebb_free(big[i]);
+  cr_assert_eq(arena_src(a, size_class(1000)), &a->tc[size_class(1000)].fl, "own blocks cached");
+  slots_agree(a);
+  for (int i = 0; i < 8; i++) cr_assert_eq(ebb_malloc(1024 - (size_t)i * 16), big[7 - i], "any size of the class pops the cache");
+  for (int i = 0; i < 8; i++) ebb_free(big[i]);
+  slots_agree(a);
   void *keep = ebb_malloc(64), *p = ebb_malloc(64), *q = ebb_malloc(64);
   page_t *pg = page_of(p);
   uint32_t used = pg->used, before = held(a, c);
