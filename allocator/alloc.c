@@ -178,7 +178,7 @@ static EBB_NOINLINE void free_foreign(arena_t *a, chunk_t *c, page_t *pg, block_
  * nor unused goes to free_foreign. Anything else (a page of the thread's that
  * is full, purged or unused, another arena's purged page) takes free_block,
  * which checks everything again and names any misuse. */
-EBB_EXPORT void ebb_free(void *p) {
+EBB_INLINE void free_fast(void *p) {
   /* The block's line is read (cookie) and then written (link, cookie): fetch it
    * for writing at once, so a block last written on another core costs one
    * transfer, not a shared read and then an upgrade (larson: half of free's time). */
@@ -201,15 +201,20 @@ EBB_EXPORT void ebb_free(void *p) {
   if (p) free_block(p, "free");
 }
 
+/* Each with the fast path inlined: a call from one exported name to another
+ * goes through the PLT (an indirect jump) in libebb.so, and C++'s sized
+ * delete, which every modern compiler emits, is ebb_free_sized. */
+EBB_EXPORT void ebb_free(void *p) { free_fast(p); }
+
 EBB_EXPORT void ebb_free_sized(void *p, size_t size) {
   (void)size;
-  ebb_free(p);
+  free_fast(p);
 }
 
 EBB_EXPORT void ebb_free_aligned_sized(void *p, size_t alignment, size_t size) {
   (void)alignment;
   (void)size;
-  ebb_free(p);
+  free_fast(p);
 }
 
 EBB_EXPORT size_t ebb_malloc_usable_size(const void *p) {

@@ -154,10 +154,13 @@ void _ZdlPvm(void *p, size_t n) ALIAS(ebb_free_sized);
 void _ZdaPvm(void *p, size_t n) ALIAS(ebb_free_sized);
 EBB_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt, ebb_free(p); }
 EBB_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt, ebb_free(p); }
-EBB_EXPORT void _ZdlPvSt11align_val_t(void *p, size_t al) { (void)al, ebb_free(p); }
-EBB_EXPORT void _ZdaPvSt11align_val_t(void *p, size_t al) { (void)al, ebb_free(p); }
-EBB_EXPORT void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t al) { (void)n, (void)al, ebb_free(p); }
-EBB_EXPORT void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al) { (void)n, (void)al, ebb_free(p); }
+/* The aligned forms ignore their extra arguments as ebb_free_sized and
+ * ebb_free_aligned_sized do theirs, so they are the same functions (no call
+ * through the PLT). */
+void _ZdlPvSt11align_val_t(void *p, size_t al) ALIAS(ebb_free_sized);
+void _ZdaPvSt11align_val_t(void *p, size_t al) ALIAS(ebb_free_sized);
+void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t al) ALIAS(ebb_free_aligned_sized);
+void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al) ALIAS(ebb_free_aligned_sized);
 EBB_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt) {
   (void)al, (void)nt, ebb_free(p);
 }
