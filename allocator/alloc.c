@@ -133,16 +133,21 @@ static EBB_NOINLINE void *malloc_slow(size_t size) {
   return p ? p : fail_nomem();
 }
 
-/* The fast path: a size up to 1 KiB, its class from a table, the first block
- * of the class's current page. A thread without an arena yet has arena_none,
- * whose pages are all empty. */
-EBB_EXPORT void *ebb_malloc(size_t size) {
-  if (likely(size <= 1024)) {
-    void *p = arena_pop_slot(arena_tls, (unsigned)(size + 15) >> 4);
-    if (likely(p != NULL)) return p;
-  }
-  return malloc_slow(size);
+/* The fast path: a size up to 1 KiB, the first block of the list its size's
+ * source slot names; NULL when the slow path must run (not a failure). A
+ * thread without an arena yet has arena_none, whose lists are all empty. */
+EBB_INLINE void *malloc_fast(size_t size) {
+  return likely(size <= 1024) ? arena_pop_slot(arena_tls, (unsigned)(size + 15) >> 4) : NULL;
 }
+
+/* malloc itself; public.c inlines it into operator new too (a call from one
+ * exported name to another goes through the PLT in libebb.so). */
+EBB_INLINE void *malloc_inline(size_t size) {
+  void *p = malloc_fast(size);
+  return likely(p != NULL) ? p : malloc_slow(size);
+}
+
+EBB_EXPORT void *ebb_malloc(size_t size) { return malloc_inline(size); }
 
 /* Every check, in order: the slow path of free, and realloc's free. */
 static EBB_NOINLINE void free_block(void *p, const char *func) {

@@ -2,7 +2,10 @@
  * extras (malloc_trim, malloc_stats, mallinfo2), and C++ operator new/delete
  * in all their forms, so LD_PRELOAD and static linking both route every
  * allocation to ebb. Left out of unit-test builds (EBB_NO_OVERRIDE).
- * May call: the ebb_* API only. */
+ * May call: the ebb_* API, and alloc.c's inline malloc and free paths
+ * (operator new and delete are as hot as malloc and free in C++ programs: a
+ * call to the exported ebb_malloc from here is an indirect jump through the
+ * PLT and a stack frame). */
 #ifndef EBB_NO_OVERRIDE
 #include "ebb.h"
 #include "common.h"
@@ -123,9 +126,13 @@ static void *new_failed(size_t size, size_t align) {
   ebb_fatal("operator new", "out of memory", NULL);
 }
 
-static void *new_throw(size_t size) {
-  void *p = ebb_malloc(size);
+static EBB_NOINLINE void *new_slow(size_t size) {
+  void *p = malloc_slow(size);
   return p ? p : new_failed(size, 0);
+}
+EBB_INLINE void *new_throw(size_t size) {
+  void *p = malloc_fast(size);
+  return likely(p != NULL) ? p : new_slow(size);
 }
 static void *new_aligned_throw(size_t size, size_t align) {
   void *p = ebb_aligned_alloc(align, align_up(size ? size : 1, align));
@@ -137,8 +144,8 @@ static void *new_aligned_nothrow(size_t size, size_t align) {
 
 EBB_EXPORT void *_Znwm(size_t n) { return new_throw(n); }
 EBB_EXPORT void *_Znam(size_t n) { return new_throw(n); }
-EBB_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { return (void)nt, ebb_malloc(n); }
-EBB_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { return (void)nt, ebb_malloc(n); }
+EBB_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { return (void)nt, malloc_inline(n); }
+EBB_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { return (void)nt, malloc_inline(n); }
 EBB_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t al) { return new_aligned_throw(n, al); }
 EBB_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t al) { return new_aligned_throw(n, al); }
 EBB_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void *nt) {
@@ -152,8 +159,8 @@ void _ZdlPv(void *p) ALIAS(ebb_free);
 void _ZdaPv(void *p) ALIAS(ebb_free);
 void _ZdlPvm(void *p, size_t n) ALIAS(ebb_free_sized);
 void _ZdaPvm(void *p, size_t n) ALIAS(ebb_free_sized);
-EBB_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt, ebb_free(p); }
-EBB_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt, ebb_free(p); }
+EBB_EXPORT void _ZdlPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt, free_fast(p); }
+EBB_EXPORT void _ZdaPvRKSt9nothrow_t(void *p, const void *nt) { (void)nt, free_fast(p); }
 /* The aligned forms ignore their extra arguments as ebb_free_sized and
  * ebb_free_aligned_sized do theirs, so they are the same functions (no call
  * through the PLT). */
