@@ -186,6 +186,10 @@ bool page_is_valid(page_t *pg) {
   if (carved > pg->capacity || pg->used > carved || pg->carved_end % pg->block_size ||
       (pg->bump_end > pg->carved_end && (pg->bump_end > pg->capacity * pg->block_size || pg->purged)))
     return false;
+  /* page_is_block's limit moves with the bump pointer */
+  if (pg->blk_limit != offset_block_limit(carved, pg->magic, pg->block_size) ||
+      pg->blk_step != (uint32_t)(pg->magic * pg->block_size))
+    return false;
   uint32_t nfree = 0, parked = 0;
   for (block_t *b = pg->free; b; b = block_next(b), nfree++) {
     uint32_t i = page_block_index(pg, b);
