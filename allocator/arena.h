@@ -202,12 +202,11 @@ EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
 
 /* A free by the owner, on the fast path (the page is neither full, purged
  * nor unused), of b onto its page's list. */
-EBB_INLINE bool arena_page_push(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
+EBB_INLINE void arena_page_push(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
   ebb_assert(pg->used > 0 && pg->cls < NCLASSES && !pg->slow_free);
   track_free(b);
   page_push_cookie(pg, b, cookie);
   if (unlikely(owner_add(pg->used, -1) == 0)) arena_free_local_slow(a, pg);
-  return true;
 }
 
 /* The free fast path, for b (checked, not free; cookie is page_cookie(b)) of
@@ -215,8 +214,9 @@ EBB_INLINE bool arena_page_push(arena_t *a, page_t *pg, block_t *b, uint64_t coo
  * and it may take the fast path (pg->fast_owner == key, never true in a
  * server's thread), onto the page's list; in a server's thread (tc_server),
  * into the thread cache while the slot of pg->tc_off has room, whoever's
- * block it is, else as the first case. False when neither: the caller takes the slow path, where
- * other threads' blocks go into the cache (arena_free_cached).
+ * block it is, else as the first case. False when neither: the caller takes
+ * the slow path, where other threads' blocks go into the cache
+ * (arena_free_cached).
  *   A thread caches its own blocks only while it also frees many other
  * threads' blocks: one that frees mostly its own gains nothing from caching
  * them and lost up to 20 % (instance churn, per-request malloc/free: a burst
@@ -229,7 +229,10 @@ EBB_INLINE bool arena_page_push(arena_t *a, page_t *pg, block_t *b, uint64_t coo
  * blocks all go round through its cache still reads the clock and runs its
  * decay. arena_none's slots have room 0: it is never written. */
 EBB_INLINE bool arena_free_push(uintptr_t key, page_t *pg, block_t *b, uint64_t cookie) {
-  if (likely(relaxed_load(pg->fast_owner) == (arena_t *)key)) return arena_page_push((arena_t *)key, pg, b, cookie);
+  if (likely(relaxed_load(pg->fast_owner) == (arena_t *)key)) {
+    arena_page_push((arena_t *)key, pg, b, cookie);
+    return true;
+  }
   if (!(key & 1)) return false;
   /* a server's thread (laid out of line: the common thread is not one) */
   arena_t *a = (arena_t *)(key - 1);
@@ -247,8 +250,9 @@ EBB_INLINE bool arena_free_push(uintptr_t key, page_t *pg, block_t *b, uint64_t 
     }
     return true;
   }
-  if (relaxed_load(pg->fast_owner) == a) return arena_page_push(a, pg, b, cookie);
-  return false;
+  if (relaxed_load(pg->fast_owner) != a) return false;
+  arena_page_push(a, pg, b, cookie);
+  return true;
 }
 
 /* A block of the owner's, already free to memcheck, back on its page's list. */

@@ -15,7 +15,7 @@ void page_init(page_t *pg, unsigned cls, char *start, struct arena *owner, bool 
   pg->free = NULL;
   relaxed_store(pg->used, 0);
   page_set_carved(pg, 0);
-  relaxed_store(pg->blk_step, (uint32_t)(ci->magic * ci->size));
+  relaxed_store(pg->blk_step, offset_block_limit(1, ci->magic, ci->size));
   pg->bump_end = 0;
   pg->bump = bump;
   relaxed_store(pg->magic, ci->magic);
@@ -188,7 +188,7 @@ bool page_is_valid(page_t *pg) {
     return false;
   /* page_is_block's limit moves with the bump pointer */
   if (pg->blk_limit != offset_block_limit(carved, pg->magic, pg->block_size) ||
-      pg->blk_step != (uint32_t)(pg->magic * pg->block_size))
+      pg->blk_step != offset_block_limit(1, pg->magic, pg->block_size))
     return false;
   uint32_t nfree = 0, parked = 0;
   for (block_t *b = pg->free; b; b = block_next(b), nfree++) {

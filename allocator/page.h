@@ -159,7 +159,8 @@ EBB_INLINE bool page_is_block(const page_t *pg, const void *p) {
 }
 
 /* Sets the bump pointer: blocks below end (a multiple of the block size) were
- * handed out at least once. Keeps blk_limit with it. */
+ * handed out at least once. Keeps blk_limit with it (end 0 needs no division:
+ * an unused unit's block_size may be 0). */
 EBB_INLINE void page_set_carved(page_t *pg, uint32_t end) {
   relaxed_store(pg->carved_end, end);
   relaxed_store(pg->blk_limit, end ? (end / pg->block_size) * pg->blk_step : 0);

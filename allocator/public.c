@@ -169,9 +169,9 @@ void _ZdaPvSt11align_val_t(void *p, size_t al) ALIAS(ebb_free_sized);
 void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t al) ALIAS(ebb_free_aligned_sized);
 void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al) ALIAS(ebb_free_aligned_sized);
 EBB_EXPORT void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt) {
-  (void)al, (void)nt, ebb_free(p);
+  (void)al, (void)nt, free_fast(p);
 }
 EBB_EXPORT void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al, const void *nt) {
-  (void)al, (void)nt, ebb_free(p);
+  (void)al, (void)nt, free_fast(p);
 }
 #endif

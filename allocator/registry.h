@@ -20,8 +20,9 @@ typedef struct {
  * become resident, and the library carries no 64 KiB table and no thousands of
  * relocations). A chunk c is stored as the address of its last byte,
  * c + CHUNK_SIZE - 1, which is any p inside it with one OR, and which (odd,
- * past 4 MiB) never equals an empty slot, not even for NULL. Any other header (a large block's, tagged odd, or any 4-aligned
- * pointer) is stored as is: its low bits are never all ones.
+ * past 4 MiB) never equals an empty slot, not even for NULL. Any other
+ * header (a large block's, tagged odd, or any 4-aligned pointer) is stored as
+ * is: its low bits are never all ones.
  * Root entries with no leaf point at the empty leaf, so a lookup needs no test
  * for a missing leaf; with 17-bit leaves the root has 256 entries. */
 extern _Atomic(reg_leaf_t *) reg_root[1u << REG_L1_BITS];
@@ -45,9 +46,9 @@ EBB_INLINE bool registry_in_chunk(const void *p) {
 }
 
 /* The raw slot for p's region. Never faults. An address beyond the 47-bit
- * user space aliases a lower region (the index is masked, not range-checked,
- * to save the fast path a branch): callers only trust a header that names p's
- * own chunk, or a large block whose user pointer is p. */
+ * user space aliases a lower region (the index is masked, not range-checked):
+ * callers only trust a header that names p's own chunk, or a large block
+ * whose user pointer is p. */
 EBB_INLINE uintptr_t registry_raw(const void *p) {
   uintptr_t r = (uintptr_t)p >> CHUNK_SHIFT;
   reg_leaf_t *leaf =

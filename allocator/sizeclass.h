@@ -49,16 +49,16 @@ EBB_INLINE size_t class_size_of(unsigned c) {
   return ((size_t)1 << k) + (size_t)(j + 1) * ((size_t)1 << (k - 3));
 }
 
-/* Division and divisibility of an in-page offset (< 2^32) by a class size d,
- * with one multiply (Lemire, Kaser & Kurz, "Faster remainder by direct
- * computation"). magic is M = floor(2^64 / d) + 1 (one more than Lemire's
+/* Division of an in-page offset (< 2^32) by a class size d, and the test "a
+ * multiple of d below a block count", each with one multiply (Lemire, Kaser &
+ * Kurz, "Faster remainder by direct computation"). magic is M = floor(2^64 / d) + 1 (one more than Lemire's
  * UINT64_MAX / d + 1 when d is a power of two), so that M * d = 2^64 + e with
  * 1 <= e <= d: then off * M (mod 2^64) is q * e for off = q * d, and at least
  * M > 2^32 for any other off below 2^32 (d <= 2^21 keeps it from wrapping).
  * One compare with carved * e therefore asks both "a multiple of d" and
  * "below carved blocks" (offset_block_limit, page_is_block). */
-EBB_INLINE bool offset_is_multiple(uint32_t off, uint64_t magic) { return (uint64_t)off * magic < magic; }
-/* The limit off * magic is compared with for "off = q * d with q < blocks". */
+/* The limit off * magic is compared with for "off = q * d with q < blocks"
+ * (blocks 1: e itself, what each block adds). */
 EBB_INLINE uint32_t offset_block_limit(uint32_t blocks, uint64_t magic, uint32_t d) {
   return blocks * (uint32_t)(magic * d);
 }
