@@ -128,7 +128,12 @@ static void huge_free(huge_t *h) {
 static EBB_NOINLINE void *malloc_slow(size_t size) {
   if (size > CLASS_MAX_SIZE) return size > MAX_REQUEST ? fail_nomem() : huge_alloc(NULL, size, MIN_ALIGN);
   arena_t *a = arena_tls;
-  if (a == &arena_none && !(a = thread_arena())) return fail_nomem();
+  if (a == &arena_none) {
+    if (!(a = thread_arena())) return fail_nomem();
+    void *p = arena_malloc(a, size);
+    thread_arena_done(a);
+    return p ? p : fail_nomem();
+  }
   void *p = arena_malloc(a, size);
   return p ? p : fail_nomem();
 }
@@ -303,8 +308,10 @@ static void *aligned_alloc_in(arena_t *first_class, size_t align, size_t size) {
     for (unsigned c = size_class(size ? size : 1); c < NCLASSES; c++)
       if (class_size_of(c) % align == 0) {
         void *p = arena_malloc(a, class_size_of(c));
+        if (!first_class) thread_arena_done(a);
         return p ? p : fail_nomem();
       }
+    if (!first_class) thread_arena_done(a);
   }
   return huge_alloc(first_class, size, align);
 }
