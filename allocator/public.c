@@ -134,13 +134,14 @@ EBB_INLINE void *new_throw(size_t size) {
   void *p = malloc_fast(size);
   return likely(p != NULL) ? p : new_slow(size);
 }
+/* No rounding of the size up to the alignment (aligned_alloc takes any size):
+ * that rounding wrapped around to 0 for sizes near SIZE_MAX, and a tiny block
+ * came back (found by a probe; libstdc++ 12's own operator does the same). */
 static void *new_aligned_throw(size_t size, size_t align) {
-  void *p = ebb_aligned_alloc(align, align_up(size ? size : 1, align));
+  void *p = ebb_aligned_alloc(align, size ? size : 1);
   return p ? p : new_failed(size, align);
 }
-static void *new_aligned_nothrow(size_t size, size_t align) {
-  return ebb_aligned_alloc(align, align_up(size ? size : 1, align));
-}
+static void *new_aligned_nothrow(size_t size, size_t align) { return ebb_aligned_alloc(align, size ? size : 1); }
 
 EBB_EXPORT void *_Znwm(size_t n) { return new_throw(n); }
 EBB_EXPORT void *_Znam(size_t n) { return new_throw(n); }

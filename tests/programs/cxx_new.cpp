@@ -166,6 +166,21 @@ static void failures_throw_or_return_null() {
   CHECK(::operator new(huge, std::nothrow) == nullptr, "nothrow new(huge) != nullptr");
   CHECK(::operator new[](huge, std::nothrow) == nullptr, "nothrow new[](huge) != nullptr");
   CHECK(::operator new(huge, std::align_val_t{4096}, std::nothrow) == nullptr, "nothrow aligned new(huge)");
+  /* Sizes whose rounding up to the alignment wraps around past SIZE_MAX (to 0
+   * or to a small size) must fail too, not hand out a tiny block. */
+  static volatile std::size_t near_max[] = {SIZE_MAX, SIZE_MAX - 10, SIZE_MAX - 63, SIZE_MAX - 4096};
+  for (std::size_t n : near_max) {
+    threw = false;
+    try {
+      void *p = ::operator new(n, std::align_val_t{64});
+      ::operator delete(p, std::align_val_t{64});
+    } catch (const std::bad_alloc &) {
+      threw = true;
+    }
+    CHECK(threw, "operator new(SIZE_MAX - %zu, align 64) did not throw std::bad_alloc", SIZE_MAX - n);
+    CHECK(::operator new[](n, std::align_val_t{32}, std::nothrow) == nullptr,
+          "nothrow new[](SIZE_MAX - %zu, align 32) != nullptr", SIZE_MAX - n);
+  }
   /* The new_handler is called before giving up. */
   std::set_new_handler(handler);
   threw = false;
