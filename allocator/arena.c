@@ -75,8 +75,11 @@ static bool page_mark_full(arena_t *a, page_t *pg) {
                                                memory_order_relaxed))
     return page_refill(pg);
   queue_remove(a, pg);
-  pg->full = 1;
   page_set_slow(pg, true);
+  /* last, and a release: a thread that finds the page on remote_pages with
+   * full set (arena_reclaim_locked) sees it off the queue and not direct,
+   * and every used++ before it */
+  __atomic_store_n(&pg->full, 1, __ATOMIC_RELEASE);
   return false;
 }
 
@@ -88,6 +91,19 @@ static void page_unmark_full(arena_t *a, page_t *pg) {
   pg->full = 0;
   page_update_slow_flag(pg);
   queue_push_back(a, pg);
+}
+
+/* A block of the owner's for a page that is full, purged or unused: under the
+ * arena's lock, because a full page is the one kind of page of a live thread
+ * another thread may take over (arena_reclaim_locked), and this is how the
+ * owner writes to one. A full page goes back on its queue. */
+void arena_return_slow(arena_t *a, page_t *pg, block_t *b) {
+  spin_lock(&a->lock);
+  page_push_local(pg, b);
+  owner_add(pg->used, -1);
+  if (pg->full) page_unmark_full(a, pg);
+  spin_unlock(&a->lock);
+  arena_free_local_slow(a, pg);
 }
 
 /* Full pages that received remote frees come back to their queues. */
@@ -545,8 +561,74 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
   return bytes;
 }
 
+/* Takes over the pages of a live thread (state OWNED) that other threads have
+ * freed entirely while the thread itself made no call (found by an
+ * independent probe: a producer that handed 50 MiB to a consumer and then
+ * blocked kept it resident for good, since only a page's owner collects its
+ * remote frees). Only pages off the owner's reach qualify: full ones (off
+ * their queue, never a class's current page) that a remote free handed back
+ * on remote_pages. The owner reaches such a page again only through
+ * remote_pages, which this empties first, or by freeing a block of its own
+ * into it (arena_return_slow, under the lock this holds); and it holds no
+ * block of a page whose every block is on the remote list. The test: the
+ * remote list, walked from a head read once (pushes only add above it),
+ * holds `used` blocks; one compare-and-swap then takes it (a push since is a
+ * double free, which its freer has already reported). Such a page goes back to
+ * its chunk, dirty since `since`; any other goes back on remote_pages for the
+ * owner. Caller holds a->lock. Returns the bytes taken over. */
+static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
+  page_t *pg = atomic_exchange_explicit(&a->remote_pages, NULL, memory_order_acquire);
+  page_t *keep = NULL, *keep_last = NULL;
+  size_t bytes = 0;
+  while (pg) {
+    page_t *next = pg->remote_next;
+    bool taken = false;
+    /* full, read with acquire, means off the queue and not current (page_mark_full);
+     * only arena_return_slow clears it for a page on remote_pages, under the lock */
+    if (__atomic_load_n(&pg->full, __ATOMIC_ACQUIRE) && pg->cls < NCLASSES) {
+      uintptr_t head = atomic_load_explicit(&pg->xfree, memory_order_acquire);
+      uint32_t used = relaxed_load(pg->used), n = 0;
+      for (block_t *b = (block_t *)head; b && n <= used; b = block_next(b)) n++;
+      if (head && !(head & XFREE_FULL) && n == used &&
+          atomic_compare_exchange_strong_explicit(&pg->xfree, &head, 0, memory_order_acq_rel,
+                                                  memory_order_relaxed)) {
+        relaxed_store(pg->used, 0);
+        pg->free = NULL;
+        pg->remote_pending = 0;
+        relaxed_store(pg->full, 0);
+        size_t span = page_span(pg);
+        a->last_span[pg->cls] = pg;
+        chunk_give_span(chunk_of(pg), pg, since);
+        stat_add(&a->active, -(ptrdiff_t)span);
+        atomic_fetch_sub_explicit(&active_total, span, memory_order_relaxed);
+        dirty_add(a, (ptrdiff_t)span);
+        bytes += span;
+        taken = true;
+      }
+    }
+    if (!taken) { /* back to the owner, in the same order */
+      pg->remote_next = NULL;
+      if (keep_last)
+        keep_last->remote_next = pg;
+      else
+        keep = pg;
+      keep_last = pg;
+    }
+    pg = next;
+  }
+  if (keep) {
+    page_t *head = atomic_load_explicit(&a->remote_pages, memory_order_relaxed);
+    do keep_last->remote_next = head;
+    while (!atomic_compare_exchange_weak_explicit(&a->remote_pages, &head, keep, memory_order_release,
+                                                  memory_order_relaxed));
+  }
+  return bytes;
+}
+
 /* Purges every arena: abandoned ones wholly (their pages too), live ones
- * only in their free units (their pages belong to their threads). */
+ * in their free units, and a live thread idle for the decay time (or any, on
+ * a forced purge) loses the pages other threads freed entirely
+ * (arena_reclaim_locked). */
 static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pages) {
   uint64_t cutoff = force ? UINT64_MAX : (now >= (uint64_t)opt.decay_ms ? now - (uint64_t)opt.decay_ms : 0);
   size_t pooled = chunk_pool_decay(cutoff, SIZE_MAX);
@@ -561,6 +643,10 @@ static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pag
     } else if (st == ARENA_OWNED || st == ARENA_FIRST_CLASS || st == ARENA_ORPHANED) {
       if (!force && !spin_trylock(&a->lock)) continue;
       if (force) spin_lock(&a->lock);
+      uint64_t ticked = atomic_load_explicit(&a->ticked, memory_order_relaxed);
+      if (st == ARENA_OWNED && atomic_load_explicit(&a->remote_pages, memory_order_relaxed) &&
+          (force || now - ticked >= (uint64_t)opt.decay_ms))
+        arena_reclaim_locked(a, force ? now : ticked); /* idle since its last tick: decayed already */
       bytes += arena_decay_units_locked(a, now, force, true);
       spin_unlock(&a->lock);
     }
@@ -572,6 +658,7 @@ void arena_tick(arena_t *a) {
   a->tick = TICK_FREES;
   uint64_t now = os_now_ms();
   a->now = now;
+  atomic_store_explicit(&a->ticked, now, memory_order_relaxed);
   if (now - a->last_decay >= decay_look_interval((uint64_t)opt.decay_ms) / 2)
     arena_decay(a, now, true, false, PASS_PAGES);
   uint64_t last = atomic_load_explicit(&last_global, memory_order_relaxed);
@@ -622,6 +709,7 @@ static void arena_reset(arena_t *a) {
   if (a == arena_tls) arena_sync_free_key();
   a->now = os_now_ms();
   a->last_decay = a->now;
+  atomic_store_explicit(&a->ticked, a->now, memory_order_relaxed);
 }
 
 /* Held by fork_prepare with every arena's lock, so the forking thread, whose
@@ -652,6 +740,7 @@ arena_t *arena_claim(int from, int to) {
         atomic_compare_exchange_strong(&a->state, &st, to)) {
       a->tick = TICK_FREES;
       a->now = os_now_ms();
+      atomic_store_explicit(&a->ticked, a->now, memory_order_relaxed);
       return a;
     }
   }

@@ -65,6 +65,7 @@ typedef struct arena {
   pqueue_t queues[NCLASSES];      /* pages with (possibly) free blocks, per class */
   page_t *last_span[NCLASSES];    /* where each class's last retired page was: taken again first */
   _Atomic(page_t *) remote_pages; /* full pages that got a remote free */
+  _Atomic uint64_t ticked;        /* coarse ms of the owner's last tick: how long it has been idle */
   spinlock_t lock;                /* chunks' bitmaps, chunk list, huge list */
   chunk_t *chunks;                /* chunk list */
   struct huge *huge;              /* first-class arenas: large blocks to free on destroy */
@@ -255,11 +256,18 @@ EBB_INLINE bool arena_free_push(uintptr_t key, page_t *pg, block_t *b, uint64_t 
   return true;
 }
 
+/* The same for a page that is full, purged or unused (arena.c). */
+void arena_return_slow(arena_t *a, page_t *pg, block_t *b);
+
 /* A block of the owner's, already free to memcheck, back on its page's list. */
 EBB_INLINE void arena_return_local(arena_t *a, page_t *pg, block_t *b) {
   ebb_assert(pg->used > 0 && pg->cls < NCLASSES);
+  if (unlikely(pg->slow_free)) {
+    arena_return_slow(a, pg, b);
+    return;
+  }
   page_push_local(pg, b);
-  if (unlikely(owner_add(pg->used, -1) == 0 || pg->slow_free)) arena_free_local_slow(a, pg);
+  if (unlikely(owner_add(pg->used, -1) == 0)) arena_free_local_slow(a, pg);
 }
 
 /* Any free by the owner (the slow path's). */

@@ -18,7 +18,8 @@ SAN_CC ?= clang
 # fuzzer). A new stress test joins this list once it does too.
 TSAN_SRC := tests/stress/test_arenas.c tests/stress/test_churn.c tests/stress/test_fork.c tests/stress/test_warm_threads.c \
             tests/stress/test_fuzz.c tests/stress/test_pattern.c tests/stress/test_xthread.c \
-            tests/stress/test_races.c tests/stress/test_threads_churn.c tests/stress/test_fork_handlers.c
+            tests/stress/test_races.c tests/stress/test_threads_churn.c tests/stress/test_fork_handlers.c \
+            tests/stress/test_reclaim.c
 TSAN_HDR := tests/stress/stress_util.h tests/stress/fuzz_model.h
 TSAN_DEBUG ?= 0
 # EBBTEST_SCALE divides the stress tests' work (and the fuzzer's default op count):

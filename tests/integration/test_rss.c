@@ -187,6 +187,23 @@ Test(rss, fork_with_background_thread) {
   rss_assert_exit0("fork", st);
 }
 
+/* ---------------------------------------------------------------- an idle owner */
+
+/* 64 MiB allocated by a thread that then blocks, alive, and freed by main,
+ * which then makes no allocator call either: with the default settings the
+ * background thread takes the owner's pages back once it has been idle for the
+ * decay time, and RSS falls to within 8 MiB of where it started. Before, only
+ * the owner collected its pages' remote frees, and the 64 MiB stayed for as
+ * long as it lived. */
+Test(rss, an_idle_threads_memory_freed_by_another_goes_back) {
+  rss_assert_exit0("idle_owner", rss_probe("", "idle_owner"));
+  cr_assert_geq(rss_field("built_mib"), 60, "the build raised RSS by only %.1f MiB", rss_field("built_mib"));
+  cr_expect_geq(rss_field("reached_ms"), 0,
+                "RSS is still %.1f MiB above the start 1500 ms after every block was freed (allocated %.1f MiB, "
+                "active %.1f MiB)",
+                rss_field("final_mib"), rss_field("allocated_mib"), rss_field("active_mib"));
+}
+
 /* ---------------------------------------------------------------- rounds of scratch */
 
 /* A prover's rounds of 16 MiB of 64 B – 1 MiB blocks, a different mix each

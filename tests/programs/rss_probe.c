@@ -497,6 +497,59 @@ static int mode_small(void) {
   return 0;
 }
 
+/* ---------------------------------------------------------------- an idle owner */
+
+/* A thread allocates IDLE_MIB of 256-byte blocks and blocks on a barrier, alive;
+ * main frees every block and then makes no allocator call. Prints how long RSS
+ * took to fall back to within 8 MiB of where it was before the build. */
+#define IDLE_MIB 64
+#define IDLE_COUNT (IDLE_MIB * MiB / 256)
+static void **idle_ptrs;
+static pthread_barrier_t idle_built, idle_done;
+
+static void *idle_main(void *arg) {
+  (void)arg;
+  for (size_t i = 0; i < IDLE_COUNT; i++) {
+    idle_ptrs[i] = malloc(256);
+    if (!idle_ptrs[i]) break;
+    touch(idle_ptrs[i], 256, 1);
+  }
+  pthread_barrier_wait(&idle_built);
+  pthread_barrier_wait(&idle_done); /* alive and blocked until main has measured */
+  return NULL;
+}
+
+static int mode_idle_owner(void) {
+  idle_ptrs = xmap(IDLE_COUNT * sizeof(void *));
+  pthread_barrier_init(&idle_built, NULL, 2);
+  pthread_barrier_init(&idle_done, NULL, 2);
+  size_t base = rss();
+  pthread_t t;
+  if (pthread_create(&t, NULL, idle_main, NULL)) return printf("error: pthread_create\n"), 2;
+  pthread_barrier_wait(&idle_built);
+  for (size_t i = 0; i < IDLE_COUNT; i++) {
+    if (!idle_ptrs[i]) return printf("error: malloc\n"), 2;
+    free(idle_ptrs[i]);
+  }
+  size_t built = rss(), r = built;
+  uint64_t t0 = now_ms();
+  long reached = -1;
+  while (now_ms() - t0 < DEADLINE_MS) {
+    sleep_ms(POLL_MS);
+    r = rss();
+    if (r <= base + 8 * MiB) {
+      reached = (long)(now_ms() - t0);
+      break;
+    }
+  }
+  struct ebb_stats st = stats();
+  printf("ebb=%d built_mib=%.1f final_mib=%.1f reached_ms=%ld allocated_mib=%.1f active_mib=%.1f\n", on_ebb(),
+         smib(built, base), smib(r, base), reached, mib(st.allocated), mib(st.active));
+  pthread_barrier_wait(&idle_done);
+  pthread_join(t, NULL);
+  return 0;
+}
+
 /* ---------------------------------------------------------------- rounds of scratch */
 
 /* A prover's rounds: each allocates ~16 MiB of blocks of 64 B – 1 MiB (as many
@@ -541,6 +594,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "fork") == 0) return mode_fork();
   if (argc >= 2 && strcmp(argv[1], "small") == 0) return mode_small();
   if (argc >= 2 && strcmp(argv[1], "rounds") == 0) return mode_rounds();
-  fprintf(stderr, "usage: rss_probe churn GAP_MS | handoff ACTIVITY | large | fork | small | rounds\n");
+  if (argc >= 2 && strcmp(argv[1], "idle_owner") == 0) return mode_idle_owner();
+  fprintf(stderr, "usage: rss_probe churn GAP_MS | handoff ACTIVITY | large | fork | small | rounds | idle_owner\n");
   return 2;
 }

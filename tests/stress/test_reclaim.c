@@ -1,0 +1,176 @@
+/* test_reclaim.c — pages of a live thread that other threads freed entirely,
+ * taken over by another thread (arena_reclaim_locked: a forced purge such as
+ * ebb_trim, or the background thread once the owner has been idle for the
+ * decay time). Such a page is full and off its owner's queue; the owner's only
+ * way back to it is freeing one of its own blocks into it (arena_return_slow,
+ * under the arena lock the reclaim holds). Every block carries an
+ * address-keyed pattern (stress_util.h), checked before it is freed. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "stress_util.h"
+
+/* ---------------------------------------------------------------- an idle owner */
+
+#define IDLE_BLOCKS 65536 /* 16 MiB of 256-byte blocks */
+
+static blk_t idle_blocks[IDLE_BLOCKS];
+static pthread_barrier_t idle_built, idle_release;
+
+static void *idle_owner(void *arg) {
+  (void)arg;
+  for (size_t i = 0; i < IDLE_BLOCKS; i++) idle_blocks[i] = blk_new(256, i + 1, "idle owner");
+  pthread_barrier_wait(&idle_built);
+  pthread_barrier_wait(&idle_release); /* blocked, as an idle pool thread is: no allocator call */
+  return NULL;
+}
+
+/* A thread allocates 16 MiB and blocks; another frees all of it. Only the
+ * owner ever collected its pages' remote frees, so the 16 MiB stayed in use
+ * (and counted in `allocated`) for as long as the owner lived. One ebb_trim
+ * now takes those pages back, while the owner is still alive. */
+Test(reclaim, an_idle_owners_remotely_freed_pages_are_taken_back, .timeout = 60) {
+  cr_assert_eq(pthread_barrier_init(&idle_built, NULL, 2), 0);
+  cr_assert_eq(pthread_barrier_init(&idle_release, NULL, 2), 0);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, idle_owner, NULL), 0);
+  pthread_barrier_wait(&idle_built);
+  struct ebb_stats built, freed, trimmed;
+  ebb_stats(&built);
+  for (size_t i = 0; i < IDLE_BLOCKS; i++) blk_free(&idle_blocks[i], "freeing thread");
+  ebb_stats(&freed);
+  ebb_trim();
+  ebb_stats(&trimmed);
+  cr_log_info("idle owner: allocated %.1f MiB built, %.1f MiB after the remote frees, %.1f MiB after ebb_trim; "
+              "active %.1f -> %.1f MiB",
+              built.allocated / 1048576.0, freed.allocated / 1048576.0, trimmed.allocated / 1048576.0,
+              freed.active / 1048576.0, trimmed.active / 1048576.0);
+  cr_assert_geq(built.allocated, 16 * (size_t)1 << 20, "the owner's 16 MiB are not counted as allocated");
+  cr_assert_leq(trimmed.allocated + 12 * ((size_t)1 << 20), built.allocated,
+                "ebb_trim left %zu bytes allocated of %zu: the idle owner's freed pages were not taken back",
+                trimmed.allocated, built.allocated);
+  cr_assert_leq(trimmed.active + 12 * ((size_t)1 << 20), freed.active, "active %zu -> %zu bytes", freed.active,
+                trimmed.active);
+  pthread_barrier_wait(&idle_release);
+  cr_assert_eq(pthread_join(t, NULL), 0);
+}
+
+/* ---------------------------------------------------------------- an owner at work */
+
+#define RC_RING 1024
+#define RC_ROUNDS 40 /* release; stress_n scales it down for the debug build */
+#define RC_BLOCKS 4096
+#define RC_KEEP 64
+
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t not_empty, not_full;
+  blk_t ring[RC_RING];
+  size_t head, count;
+} rcq = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, {{0}}, 0, 0};
+
+static void rcq_push(blk_t b) {
+  pthread_mutex_lock(&rcq.lock);
+  while (rcq.count == RC_RING) pthread_cond_wait(&rcq.not_full, &rcq.lock);
+  rcq.ring[(rcq.head + rcq.count++) % RC_RING] = b;
+  pthread_cond_signal(&rcq.not_empty);
+  pthread_mutex_unlock(&rcq.lock);
+}
+
+static blk_t rcq_pop(void) {
+  pthread_mutex_lock(&rcq.lock);
+  while (rcq.count == 0) pthread_cond_wait(&rcq.not_empty, &rcq.lock);
+  blk_t b = rcq.ring[rcq.head];
+  rcq.head = (rcq.head + 1) % RC_RING;
+  rcq.count--;
+  pthread_cond_signal(&rcq.not_full);
+  pthread_mutex_unlock(&rcq.lock);
+  return b;
+}
+
+static atomic_int rc_stop;
+static atomic_size_t rc_trims;
+static blk_t rc_mine[RC_BLOCKS];
+
+static size_t rc_size(rng_t *r) {
+  static const size_t sizes[] = {16, 48, 64, 256, 1000, 4000, 20000};
+  return sizes[rng_below(r, sizeof sizes / sizeof sizes[0])];
+}
+
+/* Rounds of blocks, most handed to the consumer, the rest freed here in a
+ * random order (into pages that filled up meanwhile: arena_return_slow), and
+ * a few kept across rounds and checked every round. */
+static void *rc_owner(void *arg) {
+  (void)arg;
+  rng_t r = rng_seed(77);
+  blk_t keep[RC_KEEP] = {{0}};
+  uint64_t tag = 1;
+  size_t rounds = stress_n(RC_ROUNDS);
+  for (size_t round = 0; round < rounds; round++) {
+    size_t n = 0;
+    for (size_t i = 0; i < RC_BLOCKS; i++) {
+      blk_t b = blk_new(rc_size(&r), tag++, "owner");
+      if (rng_below(&r, 4) == 0)
+        rc_mine[n++] = b;
+      else
+        rcq_push(b);
+    }
+    for (size_t i = n; i > 1; i--) { /* shuffle, then free */
+      size_t j = (size_t)rng_below(&r, i);
+      blk_t x = rc_mine[i - 1];
+      rc_mine[i - 1] = rc_mine[j];
+      rc_mine[j] = x;
+    }
+    for (size_t i = 0; i < n; i++) blk_free(&rc_mine[i], "owner's own");
+    for (size_t k = 0; k < RC_KEEP; k++) {
+      if (keep[k].p) blk_check(&keep[k], "owner's kept");
+      if (!keep[k].p || rng_below(&r, 3) == 0) {
+        if (keep[k].p) blk_free(&keep[k], "owner's kept");
+        keep[k] = blk_new(rc_size(&r), tag++, "owner's kept");
+      }
+    }
+  }
+  for (size_t k = 0; k < RC_KEEP; k++) blk_free(&keep[k], "owner's kept at the end");
+  rcq_push((blk_t){0});
+  return NULL;
+}
+
+static void *rc_consumer(void *arg) {
+  (void)arg;
+  for (;;) {
+    blk_t b = rcq_pop();
+    if (!b.p) return NULL;
+    blk_free(&b, "consumer");
+  }
+}
+
+static void *rc_trimmer(void *arg) {
+  (void)arg;
+  struct timespec nap = {0, 200 * 1000};
+  while (!atomic_load(&rc_stop)) {
+    ebb_trim();
+    atomic_fetch_add(&rc_trims, 1);
+    nanosleep(&nap, NULL);
+  }
+  return NULL;
+}
+
+/* The owner never stops allocating and freeing while a third thread forces a
+ * reclaim every 0.2 ms: pages taken over must be exactly the ones nothing
+ * live is in, and the owner must go on finding its own pages intact. */
+Test(reclaim, forced_reclaims_while_the_owner_works_lose_nothing, .timeout = 120) {
+  atomic_store(&rc_stop, 0);
+  pthread_t owner, consumer, trimmer;
+  cr_assert_eq(pthread_create(&trimmer, NULL, rc_trimmer, NULL), 0);
+  cr_assert_eq(pthread_create(&consumer, NULL, rc_consumer, NULL), 0);
+  cr_assert_eq(pthread_create(&owner, NULL, rc_owner, NULL), 0);
+  cr_assert_eq(pthread_join(owner, NULL), 0);
+  cr_assert_eq(pthread_join(consumer, NULL), 0);
+  atomic_store(&rc_stop, 1);
+  cr_assert_eq(pthread_join(trimmer, NULL), 0);
+  cr_log_info("reclaim under load: %zu forced purges", atomic_load(&rc_trims));
+  cr_assert_gt(atomic_load(&rc_trims), 10);
+}
