@@ -206,26 +206,15 @@ static page_t *take_last_span_locked(arena_t *a, unsigned cls, unsigned units) {
 static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units) {
   page_t *last = take_last_span_locked(a, cls, units);
   if (last) return last;
-  /* the placement with the fewest units to fault in, over all the arena's
-   * chunks (chunk_span_fit); a new chunk only when none has room */
-  chunk_t *best = NULL;
-  unsigned best_first = 0, best_clean = UINT_MAX, best_run = UINT_MAX;
-  for (chunk_t *c = a->chunks; c && !(best_clean == 0 && best_run == units); c = c->next) {
-    unsigned first, run, clean = chunk_span_fit(c, units, &first, &run);
-    if (clean == UINT_MAX) continue; /* no room */
-    if (clean < best_clean || (clean == best_clean && run < best_run)) {
-      best = c;
-      best_first = first;
-      best_clean = clean;
-      best_run = run;
+  for (int warm = 1; warm >= 0; warm--)
+    for (chunk_t *c = a->chunks; c; c = c->next) {
+      uint64_t dirty_before = c->dirty_units;
+      page_t *pg = chunk_take_span(c, units, warm);
+      if (pg) {
+        dirty_add(a, -(ptrdiff_t)((size_t)__builtin_popcountll(dirty_before & ~c->dirty_units) * UNIT_SIZE));
+        return pg;
+      }
     }
-  }
-  if (best) {
-    uint64_t dirty_before = best->dirty_units;
-    page_t *pg = chunk_take_span_at(best, &best->pages[best_first], units);
-    dirty_add(a, -(ptrdiff_t)((size_t)__builtin_popcountll(dirty_before & ~best->dirty_units) * UNIT_SIZE));
-    return pg;
-  }
   chunk_t *c = chunk_new(a, atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS, a->now);
   if (!c) return NULL;
   dirty_add(a, (ptrdiff_t)((size_t)__builtin_popcountll(c->dirty_units) * UNIT_SIZE)); /* a warm pooled chunk */
@@ -236,7 +225,8 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units) {
   stat_add(&a->mapped, (ptrdiff_t)CHUNK_SIZE);
   atomic_fetch_add_explicit(&mapped_total, CHUNK_SIZE, memory_order_relaxed);
   uint64_t dirty_before = c->dirty_units; /* a warm pooled chunk: its resident units first */
-  page_t *pg = chunk_take_span(c, units);
+  page_t *pg = chunk_take_span(c, units, true);
+  if (!pg) pg = chunk_take_span(c, units, false);
   if (pg) dirty_add(a, -(ptrdiff_t)((size_t)__builtin_popcountll(dirty_before & ~c->dirty_units) * UNIT_SIZE));
   return pg;
 }

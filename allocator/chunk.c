@@ -127,6 +127,13 @@ size_t chunk_pool_decay(uint64_t cutoff, size_t max_bytes) {
   return bytes;
 }
 
+/* Bit i set iff bits i..i+n-1 of m are all set. */
+static uint64_t runs_of(uint64_t m, unsigned n) {
+  uint64_t r = m;
+  for (unsigned k = 1; k < n && r; k++) r &= m >> k;
+  return r;
+}
+
 static uint64_t span_mask(unsigned first, unsigned n) {
   uint64_t m = n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
   return m << first;
@@ -148,38 +155,11 @@ static page_t *take_at(chunk_t *c, unsigned first, unsigned n) {
   return &c->pages[first];
 }
 
-/* Placing spans where resident free units are, rather than at the lowest free
- * ones, is what keeps a round-based program (a prover's scratch, of changing
- * size mix each round) from faulting in fresh units while resident ones of
- * earlier rounds sit unused beside them: the resident set then grows round
- * after round. Ends of runs only, as in best-fit extent allocators
- * (jemalloc's), so holes are not cut in two. */
-unsigned chunk_span_fit(const chunk_t *c, unsigned n, unsigned *first, unsigned *run) {
-  unsigned best = UINT_MAX;
-  if (c->free_count < n) return best;
-  for (uint64_t f = c->free_units & CHUNK_ALL_FREE; f;) {
-    unsigned a = (unsigned)__builtin_ctzll(f);
-    uint64_t rest = f >> a;
-    unsigned len = ~rest ? (unsigned)__builtin_ctzll(~rest) : 64 - a;
-    f &= ~span_mask(a, len);
-    if (len < n) continue;
-    unsigned at[2] = {a, a + len - n};
-    for (unsigned k = 0; k < 2; k++) {
-      unsigned clean = n - (unsigned)__builtin_popcountll(c->dirty_units & span_mask(at[k], n));
-      if (clean < best || (clean == best && len < *run)) {
-        best = clean;
-        *first = at[k];
-        *run = len;
-      }
-    }
-  }
-  return best;
-}
-
-page_t *chunk_take_span(chunk_t *c, unsigned n) {
-  unsigned first, run;
-  if (chunk_span_fit(c, n, &first, &run) == UINT_MAX) return NULL;
-  return take_at(c, first, n);
+page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only) {
+  if (c->free_count < n) return NULL;
+  uint64_t runs = runs_of(warm_only ? c->free_units & c->dirty_units : c->free_units, n);
+  if (!runs) return NULL;
+  return take_at(c, (unsigned)__builtin_ctzll(runs), n);
 }
 
 page_t *chunk_take_span_at(chunk_t *c, page_t *pg, unsigned n) {

@@ -63,15 +63,10 @@ EBB_INLINE uint64_t chunk_resident(const chunk_t *c) { return c->dirty_units | (
 size_t chunk_pool_decay(uint64_t cutoff, size_t max_bytes);
 size_t chunk_pool_dirty(void);      /* resident bytes of pooled chunks */
 size_t chunk_pool_warm_bytes(void); /* bytes of pooled chunks that may hold resident memory */
-/* Where a span of n free units would cost the fewest page faults: of the
- * placements at either end of each run of free units (a hole is never split in
- * the middle), the one with the fewest units that are not resident, then the
- * one in the shortest run (best fit), then the lowest. Returns how many of its
- * units are not resident (UINT_MAX: none fits), and sets *first and *run. */
-unsigned chunk_span_fit(const chunk_t *c, unsigned n, unsigned *first, unsigned *run);
-/* The span chunk_span_fit picks, NULL if none fits. Sets the descriptors of
- * its tail units; the caller initialises the head. */
-page_t *chunk_take_span(chunk_t *c, unsigned n);
+/* A span of n free units (only resident ones if warm_only, so reuse costs no
+ * page faults); NULL if none fits. Sets the descriptors of its tail units; the
+ * caller initialises the head. */
+page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only);
 /* The span of n units at pg if they are all free (NULL otherwise), taken as
  * chunk_take_span does. */
 page_t *chunk_take_span_at(chunk_t *c, page_t *pg, unsigned n);

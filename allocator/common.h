@@ -5,7 +5,6 @@
 #ifndef EBB_COMMON_H
 #define EBB_COMMON_H
 
-#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>

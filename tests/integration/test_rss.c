@@ -204,23 +204,6 @@ Test(rss, an_idle_threads_memory_freed_by_another_goes_back) {
                 rss_field("final_mib"), rss_field("allocated_mib"), rss_field("active_mib"));
 }
 
-/* ---------------------------------------------------------------- rounds of scratch */
-
-/* A prover's rounds of 16 MiB of 64 B – 1 MiB blocks, a different mix each
- * round: once 8 rounds have run, the next 8 find resident memory for nearly
- * everything. Bound: 128 faults (512 KiB) over those 8 rounds, where 66 are
- * measured; placing each new page at the lowest free units, as 0.2.0 did,
- * faulted in 275 while resident units of earlier rounds sat unused beside
- * them, and the resident set crept up round after round. The decay time is
- * long so that only placement is measured. */
-Test(rss, rounds_of_scratch_reuse_resident_memory) {
-  rss_assert_exit0("rounds", rss_probe("EBB_DECAY_MS=60000", "rounds"));
-  cr_expect_leq(rss_field("rounds_faults"), 128, "%.0f page faults over 8 rounds of 16 MiB after 8 warm-up rounds",
-                rss_field("rounds_faults"));
-  cr_expect_leq(rss_field("rounds_rss_growth_mib"), 1.0, "RSS grew %.1f MiB over the 8 measured rounds",
-                rss_field("rounds_rss_growth_mib"));
-}
-
 /* ---------------------------------------------------------------- small programs */
 
 /* Most programs are small: ebb must not add much to them. The same 1000

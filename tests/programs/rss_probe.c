@@ -550,40 +550,6 @@ static int mode_idle_owner(void) {
   return 0;
 }
 
-/* ---------------------------------------------------------------- rounds of scratch */
-
-/* A prover's rounds: each allocates ~16 MiB of blocks of 64 B – 1 MiB (as many
- * of each power of two, so most bytes are in the large ones), writes them and
- * frees them all; the next round's mix differs. After ROUNDS_WARM rounds the
- * memory earlier rounds left resident should serve the later ones: prints the
- * minor faults of the ROUNDS_MEASURED rounds after them and RSS growth over them. */
-#define ROUNDS_WARM 8
-#define ROUNDS_MEASURED 8
-#define ROUND_BLOCKS 8192
-static void *round_ptr[ROUND_BLOCKS];
-
-static int mode_rounds(void) {
-  uint64_t seed = 0x5eed1234;
-  long faults = 0;
-  size_t rss_warm = 0;
-  for (int r = 0; r < ROUNDS_WARM + ROUNDS_MEASURED; r++) {
-    if (r == ROUNDS_WARM) faults = minflt(), rss_warm = rss();
-    size_t total = 0, n = 0;
-    while (total < 16 * MiB && n < ROUND_BLOCKS) {
-      size_t lo = (size_t)64 << (rnd(&seed) % 14); /* 64 B .. 512 KiB */
-      size_t size = rnd_in(&seed, lo, 2 * lo - 1);
-      void *p = malloc(size);
-      if (!p) return printf("error: malloc(%zu)\n", size), 2;
-      touch(p, size, r);
-      round_ptr[n++] = p;
-      total += size;
-    }
-    for (size_t i = 0; i < n; i++) free(round_ptr[i]);
-  }
-  printf("ebb=%d rounds_faults=%ld rounds_rss_growth_mib=%.1f\n", on_ebb(), minflt() - faults, smib(rss(), rss_warm));
-  return 0;
-}
-
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -593,8 +559,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "large") == 0) return mode_large();
   if (argc >= 2 && strcmp(argv[1], "fork") == 0) return mode_fork();
   if (argc >= 2 && strcmp(argv[1], "small") == 0) return mode_small();
-  if (argc >= 2 && strcmp(argv[1], "rounds") == 0) return mode_rounds();
   if (argc >= 2 && strcmp(argv[1], "idle_owner") == 0) return mode_idle_owner();
-  fprintf(stderr, "usage: rss_probe churn GAP_MS | handoff ACTIVITY | large | fork | small | rounds | idle_owner\n");
+  fprintf(stderr, "usage: rss_probe churn GAP_MS | handoff ACTIVITY | large | fork | small | idle_owner\n");
   return 2;
 }

@@ -11,7 +11,7 @@ static page_t *new_page_mode(size_t size, bool bump) {
   unsigned cls = size_class(size);
   chunk_t *c = chunk_new(NULL, false, 0);
   cr_assert_not_null(c);
-  page_t *pg = chunk_take_span(c, class_info[cls].units);
+  page_t *pg = chunk_take_span(c, class_info[cls].units, false);
   cr_assert_not_null(pg);
   page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT), NULL, bump);
   return pg;
@@ -199,76 +199,4 @@ Test(page, purge_closes_the_bump_range_until_refill) {
   }
   cr_assert_eq(n, pg->capacity - 1);
   cr_assert(page_is_valid(pg));
-}
-
-/* ---------------------------------------------------------------- span placement */
-
-/* A span of n units from c, its head marked with its length (page_init's job). */
-static page_t *take(chunk_t *c, unsigned n) {
-  page_t *pg = chunk_take_span(c, n);
-  if (pg) pg->units = (uint8_t)n;
-  return pg;
-}
-
-/* Unit index of a span taken from c. */
-static unsigned take_idx(chunk_t *c, unsigned n) {
-  page_t *pg = take(c, n);
-  cr_assert_not_null(pg, "no room for %u units", n);
-  return (unsigned)(pg - c->pages);
-}
-
-static chunk_t *fresh_chunk(void) {
-  fake_reset();
-  chunk_t *c = chunk_new(NULL, false, 0);
-  cr_assert_not_null(c);
-  return c;
-}
-
-/* A chunk never used takes spans from its first unit on. */
-Test(page, spans_in_a_fresh_chunk_go_lowest_first) {
-  chunk_t *c = fresh_chunk();
-  cr_assert_eq(take_idx(c, 4), 1);
-  cr_assert_eq(take_idx(c, 2), 5);
-  cr_assert_eq(take_idx(c, 32), 7);
-}
-
-/* Resident free units beat lower ones that would fault: units 1-10 were
- * purged, 13-20 are resident, so 10 units go at 13 (2 to fault in), not at 1
- * (10 to fault in), which is where the lowest-first placement put them. */
-Test(page, a_span_goes_where_the_fewest_units_must_fault_in) {
-  chunk_t *c = fresh_chunk();
-  page_t *a = take(c, 10), *b = take(c, 2), *d = take(c, 8);
-  cr_assert(a && b && d);
-  chunk_give_span(c, a, 1);
-  chunk_give_span(c, d, 5);
-  cr_assert_eq(chunk_purge(c, 2, SIZE_MAX, false), 10 * UNIT_SIZE, "only the units freed at time 1 are purged");
-  unsigned first, run;
-  cr_assert_eq(chunk_span_fit(c, 10, &first, &run), 2);
-  cr_assert_eq(first, 13);
-  cr_assert_eq(take_idx(c, 10), 13);
-}
-
-/* Among resident runs that fit, the shortest (best fit): a 2-unit span fills
- * the 2-unit hole rather than cutting into the 4-unit one below it. */
-Test(page, a_span_takes_the_shortest_resident_run_that_fits) {
-  chunk_t *c = fresh_chunk();
-  page_t *a = take(c, 4), *keep1 = take(c, 1), *b = take(c, 2), *keep2 = take(c, 1);
-  cr_assert(a && keep1 && b && keep2);
-  chunk_give_span(c, a, 1);
-  chunk_give_span(c, b, 1);
-  cr_assert_eq(take_idx(c, 2), 6);
-  cr_assert_eq(take_idx(c, 4), 1, "the 4-unit hole is still whole");
-}
-
-/* Enough free units but no run long enough: no span. */
-Test(page, free_units_in_pieces_fit_no_longer_span) {
-  chunk_t *c = fresh_chunk();
-  page_t *p[21];
-  for (int i = 0; i < 21; i++) cr_assert_not_null(p[i] = take(c, 3)); /* units 1..63 */
-  for (int i = 0; i < 21; i += 2) chunk_give_span(c, p[i], 1);  /* 11 holes of 3 units */
-  unsigned first, run;
-  cr_assert_geq(c->free_count, 4);
-  cr_assert_eq(chunk_span_fit(c, 4, &first, &run), UINT_MAX);
-  cr_assert_null(chunk_take_span(c, 4));
-  cr_assert_eq(take_idx(c, 3), 1);
 }
