@@ -564,12 +564,15 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
  * remote list, walked from a head read once (pushes only add above it),
  * holds `used` blocks; one compare-and-swap then takes it (a push since is a
  * double free, which its freer has already reported). Such a page goes back to
- * its chunk, dirty since `since`; any other goes back on remote_pages for the
- * owner. Caller holds a->lock. Returns the bytes taken over. */
+ * its chunk, dirty since `since`. A page with live blocks left gets its remote
+ * frees collected and its wholly free granules purged, as a decay pass would
+ * (page_purge_free; the same exclusive access the purge of an abandoned arena
+ * has), and goes back on remote_pages for the owner, as does any other. Caller
+ * holds a->lock. Returns the bytes purged. */
 static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
   page_t *pg = atomic_exchange_explicit(&a->remote_pages, NULL, memory_order_acquire);
   page_t *keep = NULL, *keep_last = NULL;
-  size_t bytes = 0;
+  size_t purged = 0;
   while (pg) {
     page_t *next = pg->remote_next;
     bool taken = false;
@@ -579,9 +582,13 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
       uintptr_t head = atomic_load_explicit(&pg->xfree, memory_order_acquire);
       uint32_t used = relaxed_load(pg->used), n = 0;
       for (block_t *b = (block_t *)head; b && n <= used; b = block_next(b)) n++;
-      if (head && !(head & XFREE_FULL) && n == used &&
-          atomic_compare_exchange_strong_explicit(&pg->xfree, &head, 0, memory_order_acq_rel,
-                                                  memory_order_relaxed)) {
+      if (!head || (head & XFREE_FULL) || n > used) {
+        /* nothing to take (n > used: a double free in flight, which its freer reports) */
+      } else if (n < used) { /* blocks still live: take the freed ones in, purge the granules they leave whole */
+        page_collect(pg);
+        purged += page_purge_free(pg, opt.purge);
+      } else if (atomic_compare_exchange_strong_explicit(&pg->xfree, &head, 0, memory_order_acq_rel,
+                                                         memory_order_relaxed)) {
         relaxed_store(pg->used, 0);
         pg->free = NULL;
         pg->remote_pending = 0;
@@ -592,7 +599,6 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
         stat_add(&a->active, -(ptrdiff_t)span);
         atomic_fetch_sub_explicit(&active_total, span, memory_order_relaxed);
         dirty_add(a, (ptrdiff_t)span);
-        bytes += span;
         taken = true;
       }
     }
@@ -612,7 +618,8 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
     while (!atomic_compare_exchange_weak_explicit(&a->remote_pages, &head, keep, memory_order_release,
                                                   memory_order_relaxed));
   }
-  return bytes;
+  stat_add(&a->purged, (ptrdiff_t)purged);
+  return purged;
 }
 
 /* Purges every arena: abandoned ones wholly (their pages too), live ones
@@ -636,7 +643,7 @@ static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pag
       uint64_t ticked = atomic_load_explicit(&a->ticked, memory_order_relaxed);
       if (st == ARENA_OWNED && atomic_load_explicit(&a->remote_pages, memory_order_relaxed) &&
           (force || now - ticked >= (uint64_t)opt.decay_ms))
-        arena_reclaim_locked(a, force ? now : ticked); /* idle since its last tick: decayed already */
+        bytes += arena_reclaim_locked(a, force ? now : ticked); /* idle since its last tick: decayed already */
       bytes += arena_decay_units_locked(a, now, force, true);
       spin_unlock(&a->lock);
     }

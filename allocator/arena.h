@@ -204,7 +204,7 @@ EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
 /* A free by the owner, on the fast path (the page is neither full, purged
  * nor unused), of b onto its page's list. */
 EBB_INLINE void arena_page_push(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
-  ebb_assert(pg->used > 0 && pg->cls < NCLASSES && !pg->slow_free);
+  ebb_assert(pg->used > 0 && pg->cls < NCLASSES && !relaxed_load(pg->slow_free));
   track_free(b);
   page_push_cookie(pg, b, cookie);
   if (unlikely(owner_add(pg->used, -1) == 0)) arena_free_local_slow(a, pg);
@@ -261,8 +261,8 @@ void arena_return_slow(arena_t *a, page_t *pg, block_t *b);
 
 /* A block of the owner's, already free to memcheck, back on its page's list. */
 EBB_INLINE void arena_return_local(arena_t *a, page_t *pg, block_t *b) {
-  ebb_assert(pg->used > 0 && pg->cls < NCLASSES);
-  if (unlikely(pg->slow_free)) {
+  ebb_assert(relaxed_load(pg->used) > 0 && pg->cls < NCLASSES);
+  if (unlikely(relaxed_load(pg->slow_free))) { /* full pages: another thread may be purging it (arena_reclaim_locked) */
     arena_return_slow(a, pg, b);
     return;
   }

@@ -129,7 +129,7 @@ EBB_INLINE void *page_bump(page_t *pg) {
  * freeing thread's arena says both "mine" and "nothing special" (mimalloc
  * folds its thread id and page flags into one test the same way). */
 EBB_INLINE void page_set_slow(page_t *pg, bool slow) {
-  pg->slow_free = slow;
+  relaxed_store(pg->slow_free, (uint8_t)slow); /* read by the owner while another thread purges a full page of it */
   relaxed_store(pg->fast_owner, slow ? NULL : pg->owner);
 }
 

@@ -8,7 +8,11 @@
  * and the thread exits happen in the first few hundred ms), either idle
  * (--activity 0) or with light allocation activity (--activity 1: 16 small
  * malloc/free pairs every 10 ms), since some allocators only return memory when they
- * are called. run.sh's labels read these defaults from the bench_opt calls below.
+ * are called. With --stay 1 (case "alive") the builders do not exit after their
+ * frees: they block, alive, until the measurement ends, as an idle worker pool
+ * does, so what they allocated can only come back if the allocator takes back a
+ * live, idle thread's memory. run.sh's labels read these defaults from the
+ * bench_opt calls below.
  *
  * Reports: peak_kb (t = 0), exit_kb and exit_ms (RSS and time once both threads
  * are joined), end_kb (last sample), min_kb, live_kb (bytes still allocated: the
@@ -31,8 +35,8 @@ struct builder {
   struct builder *peer; /* whose objects this thread frees */
 };
 
-static long keep_every;
-static pthread_barrier_t built, measured;
+static long keep_every, stay;
+static pthread_barrier_t built, measured, released;
 static atomic_int builders_done; /* builders that finished their frees */
 
 static size_t capacity_for(size_t bytes) { return bytes / 16 + 1; }
@@ -54,6 +58,7 @@ static void *builder_main(void *arg) {
   for (size_t i = 0; i < p->n; i++)
     if (i % (size_t)keep_every != 0) free(p->objs[i]);
   atomic_fetch_add(&builders_done, 1);
+  if (stay) pthread_barrier_wait(&released); /* alive and idle until the end */
   return NULL;
 }
 
@@ -84,10 +89,12 @@ struct outcome {
   long fall_ms; /* first sample under half the peak, -1 if none */
 };
 
-/* Joins the builders once both have finished freeing; 1 when joined. */
+/* Joins the builders once both have finished freeing (with --stay, notes the
+ * moment and leaves them blocked); 1 when done. */
 static int join_if_done(pthread_t t[2], const struct bench_series *s, struct outcome *o) {
   if (atomic_load(&builders_done) < 2) return 0;
-  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  if (!stay)
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
   o->exit_kb = bench_rss_kb();
   o->exit_ms = (long)bench_ms_since(s->t0_ns);
   return 1;
@@ -120,12 +127,13 @@ int main(int argc, char **argv) {
   long interval_ms = bench_opt(argc, argv, "interval-ms", 100);
   long activity = bench_opt(argc, argv, "activity", 0);
   keep_every = bench_opt(argc, argv, "keep-every", 512);
+  stay = bench_opt(argc, argv, "stay", 0);
   long seed = bench_opt(argc, argv, "seed", 1);
   if (mib < 1 || ms < 0 || interval_ms < 1 || keep_every < 1) {
     fprintf(stderr, "floor: need mib >= 1, ms >= 0, interval-ms >= 1, keep-every >= 1\n");
     return 2;
   }
-  bench_begin("floor", activity ? "active" : "idle", argc, argv);
+  bench_begin("floor", stay ? "alive" : activity ? "active" : "idle", argc, argv);
 
   struct builder b[2];
   size_t half = (size_t)mib << 19;
@@ -134,6 +142,7 @@ int main(int argc, char **argv) {
                             .objs = bench_map(capacity_for(half) * sizeof(void *)), .peer = &b[1 - i]};
   pthread_barrier_init(&built, NULL, 3);
   pthread_barrier_init(&measured, NULL, 3);
+  pthread_barrier_init(&released, NULL, 3);
   pthread_t t[2];
   for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, builder_main, &b[i]);
   pthread_barrier_wait(&built);
@@ -142,6 +151,10 @@ int main(int argc, char **argv) {
   bench_series_init(&s, (size_t)(ms / interval_ms) + 1000); /* room for a slow free phase */
   pthread_barrier_wait(&measured);
   watch(&s, t, ms, interval_ms, (int)activity, &o);
+  if (stay) {
+    pthread_barrier_wait(&released);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  }
 
   size_t live_bytes = b[0].live_bytes + b[1].live_bytes;
   printf("result peak_kb=%ld exit_kb=%ld exit_ms=%ld end_kb=%ld min_kb=%ld live_kb=%zu fall_ms=%ld\n",

@@ -58,6 +58,32 @@ Test(reclaim, an_idle_owners_remotely_freed_pages_are_taken_back, .timeout = 60)
   cr_assert_eq(pthread_join(t, NULL), 0);
 }
 
+/* The same with one block in 512 left live (not freed by anyone): the pages
+ * stay the owner's, but ebb_trim collects their remote frees and returns the
+ * granules they leave wholly free, as a decay pass of the owner's would have. */
+Test(reclaim, an_idle_owners_partly_freed_pages_are_purged, .timeout = 60) {
+  cr_assert_eq(pthread_barrier_init(&idle_built, NULL, 2), 0);
+  cr_assert_eq(pthread_barrier_init(&idle_release, NULL, 2), 0);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, idle_owner, NULL), 0);
+  pthread_barrier_wait(&idle_built);
+  for (size_t i = 0; i < IDLE_BLOCKS; i++)
+    if (i % 512 != 0) blk_free(&idle_blocks[i], "freeing thread");
+  struct ebb_stats freed, trimmed;
+  ebb_stats(&freed);
+  ebb_trim();
+  ebb_stats(&trimmed);
+  size_t purged = trimmed.purged - freed.purged;
+  cr_log_info("idle owner, 1 in 512 live: ebb_trim purged %.1f MiB, allocated %.1f -> %.1f MiB", purged / 1048576.0,
+              freed.allocated / 1048576.0, trimmed.allocated / 1048576.0);
+  cr_assert_geq(purged, 12 * ((size_t)1 << 20), "ebb_trim purged only %zu bytes of ~16 MiB freed", purged);
+  cr_assert_leq(trimmed.allocated + 12 * ((size_t)1 << 20), freed.allocated,
+                "allocated %zu -> %zu bytes: the remote frees were not collected", freed.allocated, trimmed.allocated);
+  for (size_t i = 0; i < IDLE_BLOCKS; i += 512) blk_free(&idle_blocks[i], "the live ones, at the end");
+  pthread_barrier_wait(&idle_release);
+  cr_assert_eq(pthread_join(t, NULL), 0);
+}
+
 /* ---------------------------------------------------------------- an owner at work */
 
 #define RC_RING 1024
