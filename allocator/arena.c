@@ -531,7 +531,11 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
       a->tc_foreign = 0;
       arena_sync_free_key();
     }
-    arena_drain_remote(a);
+    /* A live thread's own pass leaves its full pages that other threads freed
+     * into on remote_pages: its mallocs drain them when they need a page, and
+     * if it goes idle first, another thread takes them over there
+     * (arena_reclaim_locked), which it cannot do once they are back on a queue. */
+    if (a != arena_tls || force) arena_drain_remote(a);
     bool owner_idle = atomic_load_explicit(&a->state, memory_order_relaxed) != ARENA_OWNED || a != arena_tls;
     unsigned budget = force ? UINT32_MAX : pages;
     for (unsigned k = 0; k < NCLASSES && budget; k++) {

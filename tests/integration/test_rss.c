@@ -119,6 +119,14 @@ Test(rss, cross_thread_frees_return_with_background_thread) {
                 rss_field("threads"));
 }
 
+/* The workers stay alive, blocked, after their frees, and nobody calls the
+ * allocator: only the background thread can take their memory back, from
+ * threads that are alive (arena_reclaim_locked). Before, RSS stayed at the
+ * whole build for as long as the workers lived. */
+Test(rss, cross_thread_frees_return_while_the_threads_stay_alive) {
+  rss_handoff("", "handoff 0 stay");
+}
+
 /* ---------------------------------------------------------------- 4. large blocks and ebb_trim */
 
 /* A freed 64 MiB block stays resident for the decay time (cached for reuse),

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,6 +234,9 @@ struct worker {
 };
 static struct worker workers[2];
 static pthread_barrier_t handoff_barrier;
+static int handoff_stay;              /* workers stay alive, blocked, after their frees */
+static atomic_int handoff_done;       /* workers past their frees */
+static pthread_barrier_t handoff_end; /* releases them */
 
 static void *handoff_main(void *arg) {
   struct worker *w = arg, *other = &workers[1 - w->id];
@@ -258,10 +262,12 @@ static void *handoff_main(void *arg) {
       free(other->ptrs[i]);
     }
   }
+  atomic_fetch_add(&handoff_done, 1);
+  if (handoff_stay) pthread_barrier_wait(&handoff_end); /* alive and idle, as a worker pool */
   return NULL;
 }
 
-static int mode_handoff(int activity) {
+static int mode_handoff(int activity, int stay) {
   size_t nkept_max = HANDOFF_MAX / KEEP_EVERY + 1;
   for (int i = 0; i < 2; i++) {
     workers[i] = (struct worker){.id = i};
@@ -270,12 +276,17 @@ static int mode_handoff(int activity) {
     workers[i].kept = xmap(nkept_max * sizeof(void *));
   }
   pthread_barrier_init(&handoff_barrier, NULL, 2);
+  pthread_barrier_init(&handoff_end, NULL, 3);
+  handoff_stay = stay;
   int ebb = on_ebb();
   size_t base = rss();
   pthread_t t[2];
   for (int i = 0; i < 2; i++)
     if (pthread_create(&t[i], NULL, handoff_main, &workers[i])) return printf("error: pthread_create\n"), 2;
-  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  if (stay)
+    while (atomic_load(&handoff_done) < 2) sleep_ms(1);
+  else
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
   /* The arrays go back now: only the survivors and what the allocator keeps remain. */
   for (int i = 0; i < 2; i++) {
     munmap(workers[i].ptrs, HANDOFF_MAX * sizeof(void *));
@@ -315,6 +326,10 @@ static int mode_handoff(int activity) {
          ebb, activity, workers[0].n + workers[1].n, workers[0].nkept + workers[1].nkept, live / KiB,
          mib(bound), mib(base), smib(workers[0].build_rss, base), smib(at_exit, base), smib(r, base),
          reached, (unsigned long long)(t1 - t0), mib(st.dirty), mib(st.active), mib(st.mapped), threads());
+  if (stay) {
+    pthread_barrier_wait(&handoff_end);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  }
   for (int i = 0; i < 2; i++)
     for (size_t k = 0; k < workers[i].nkept; k++) free(workers[i].kept[k]);
   return 0;
@@ -555,11 +570,12 @@ static int mode_idle_owner(void) {
 int main(int argc, char **argv) {
   find_ebb();
   if (argc >= 2 && strcmp(argv[1], "churn") == 0) return mode_churn(argc >= 3 ? (unsigned)atoi(argv[2]) : 0);
-  if (argc >= 2 && strcmp(argv[1], "handoff") == 0) return mode_handoff(argc >= 3 && atoi(argv[2]));
+  if (argc >= 2 && strcmp(argv[1], "handoff") == 0)
+    return mode_handoff(argc >= 3 && atoi(argv[2]), argc >= 4 && strcmp(argv[3], "stay") == 0);
   if (argc >= 2 && strcmp(argv[1], "large") == 0) return mode_large();
   if (argc >= 2 && strcmp(argv[1], "fork") == 0) return mode_fork();
   if (argc >= 2 && strcmp(argv[1], "small") == 0) return mode_small();
   if (argc >= 2 && strcmp(argv[1], "idle_owner") == 0) return mode_idle_owner();
-  fprintf(stderr, "usage: rss_probe churn GAP_MS | handoff ACTIVITY | large | fork | small | idle_owner\n");
+  fprintf(stderr, "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay] | large | fork | small | idle_owner\n");
   return 2;
 }
