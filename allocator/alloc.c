@@ -128,13 +128,10 @@ static void huge_free(huge_t *h) {
 static EBB_NOINLINE void *malloc_slow(size_t size) {
   if (size > CLASS_MAX_SIZE) return size > MAX_REQUEST ? fail_nomem() : huge_alloc(NULL, size, MIN_ALIGN);
   arena_t *a = arena_tls;
-  if (a == &arena_none) {
-    if (!(a = thread_arena())) return fail_nomem();
-    void *p = arena_malloc(a, size);
-    thread_arena_done(a);
-    return p ? p : fail_nomem();
-  }
+  bool first = a == &arena_none;
+  if (first && !(a = thread_arena())) return fail_nomem();
   void *p = arena_malloc(a, size);
+  if (first) thread_arena_done(a);
   return p ? p : fail_nomem();
 }
 
@@ -303,15 +300,15 @@ static void *aligned_alloc_in(arena_t *first_class, size_t align, size_t size) {
   if (align <= MIN_ALIGN) return alloc_in(first_class, size, first_class != NULL);
   if (size > MAX_REQUEST) return fail_nomem();
   if (align <= MAX_IN_CHUNK_ALIGN && size <= CLASS_MAX_SIZE) {
-    arena_t *a = first_class ? first_class : thread_arena();
-    if (!a) return fail_nomem();
-    for (unsigned c = size_class(size ? size : 1); c < NCLASSES; c++)
-      if (class_size_of(c) % align == 0) {
-        void *p = arena_malloc(a, class_size_of(c));
-        if (!first_class) thread_arena_done(a);
-        return p ? p : fail_nomem();
-      }
-    if (!first_class) thread_arena_done(a);
+    unsigned c = size_class(size ? size : 1);
+    while (c < NCLASSES && class_size_of(c) % align) c++;
+    if (c < NCLASSES) {
+      arena_t *a = first_class ? first_class : thread_arena();
+      if (!a) return fail_nomem();
+      void *p = arena_malloc(a, class_size_of(c));
+      if (!first_class) thread_arena_done(a);
+      return p ? p : fail_nomem();
+    }
   }
   return huge_alloc(first_class, size, align);
 }

@@ -255,18 +255,24 @@ static size_t purge_oldest_locked(arena_t *a, size_t need);
 /* An empty page goes back to its chunk, dirty since `since` (now, or for a page
  * found idle by a decay pass, when it was last allocated from); the cap on dirty
  * memory is enforced right here, so a burst of frees cannot pile up until the timer. */
-static void arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
-  ebb_assert(pg->used == 0 && !pg->remote_pending && !pg->full);
-  queue_remove(a, pg);
+/* A page off every list goes back to its chunk, dirty since `since`; the
+ * class takes the same span first next time. Caller holds a->lock. */
+static void page_give_back_locked(arena_t *a, page_t *pg, uint64_t since) {
   size_t span = page_span(pg);
-  spin_lock(&a->lock);
-  uint64_t now = os_now_ms();
-  a->now = now;
   a->last_span[pg->cls] = pg;
-  chunk_give_span(chunk_of(pg), pg, since ? since : now);
+  chunk_give_span(chunk_of(pg), pg, since);
   stat_add(&a->active, -(ptrdiff_t)span);
   atomic_fetch_sub_explicit(&active_total, span, memory_order_relaxed);
   dirty_add(a, (ptrdiff_t)span);
+}
+
+static void arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
+  ebb_assert(pg->used == 0 && !pg->remote_pending && !pg->full);
+  queue_remove(a, pg);
+  spin_lock(&a->lock);
+  uint64_t now = os_now_ms();
+  relaxed_store(a->now, now);
+  page_give_back_locked(a, pg, since ? since : now);
   arena_note_peaks();
   if (opt.decay_ms == 0)
     purge_oldest_locked(a, SIZE_MAX);
@@ -317,11 +323,19 @@ void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
  * purge free units, never a live thread's pages). Reusing the still-resident
  * units costs a lock, not a page fault. */
 void arena_free_local_slow(arena_t *a, page_t *pg) {
-  if (pg->full) page_unmark_full(a, pg);
+  ebb_assert(!pg->full); /* a full page's frees take arena_return_slow, which unmarks it under the lock */
   if (pg->used == 0 && (a->tc[pg->cls].direct != pg || pg->units > 1) && !pg->remote_pending)
     arena_page_retire(a, pg, 0);
   /* last: a decay pass may retire pg (found by UBSan: pg->cls read as PAGE_UNUSED) */
   if (unlikely(--a->tick < 0)) arena_tick(a);
+}
+
+/* Pushes the pages first..last (linked by remote_next) onto a's remote_pages. */
+static void remote_pages_push(arena_t *a, page_t *first, page_t *last) {
+  page_t *head = atomic_load_explicit(&a->remote_pages, memory_order_relaxed);
+  do last->remote_next = head;
+  while (!atomic_compare_exchange_weak_explicit(&a->remote_pages, &head, first, memory_order_release,
+                                                memory_order_relaxed));
 }
 
 /* One CAS pushes b onto its page's remote list (b is already free to memcheck). */
@@ -334,12 +348,7 @@ static void push_remote(arena_t *owner, page_t *pg, block_t *b) {
     track_close(b, sizeof *b);
   } while (!atomic_compare_exchange_weak_explicit(&pg->xfree, &old, (uintptr_t)b, memory_order_acq_rel,
                                                   memory_order_relaxed));
-  if (old & XFREE_FULL) { /* we cleared the flag: hand the page back to its owner */
-    page_t *head = atomic_load_explicit(&owner->remote_pages, memory_order_relaxed);
-    do pg->remote_next = head;
-    while (!atomic_compare_exchange_weak_explicit(&owner->remote_pages, &head, pg, memory_order_release,
-                                                  memory_order_relaxed));
-  }
+  if (old & XFREE_FULL) remote_pages_push(owner, pg, pg); /* we cleared the flag: hand the page back to its owner */
 }
 
 void arena_free_remote(arena_t *owner, page_t *pg, block_t *b) {
@@ -597,12 +606,7 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
         pg->free = NULL;
         pg->remote_pending = 0;
         relaxed_store(pg->full, 0);
-        size_t span = page_span(pg);
-        a->last_span[pg->cls] = pg;
-        chunk_give_span(chunk_of(pg), pg, since);
-        stat_add(&a->active, -(ptrdiff_t)span);
-        atomic_fetch_sub_explicit(&active_total, span, memory_order_relaxed);
-        dirty_add(a, (ptrdiff_t)span);
+        page_give_back_locked(a, pg, since);
         taken = true;
       }
     }
@@ -616,12 +620,7 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
     }
     pg = next;
   }
-  if (keep) {
-    page_t *head = atomic_load_explicit(&a->remote_pages, memory_order_relaxed);
-    do keep_last->remote_next = head;
-    while (!atomic_compare_exchange_weak_explicit(&a->remote_pages, &head, keep, memory_order_release,
-                                                  memory_order_relaxed));
-  }
+  if (keep) remote_pages_push(a, keep, keep_last);
   stat_add(&a->purged, (ptrdiff_t)purged);
   return purged;
 }
@@ -644,10 +643,10 @@ static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pag
     } else if (st == ARENA_OWNED || st == ARENA_FIRST_CLASS || st == ARENA_ORPHANED) {
       if (!force && !spin_trylock(&a->lock)) continue;
       if (force) spin_lock(&a->lock);
-      uint64_t ticked = atomic_load_explicit(&a->ticked, memory_order_relaxed);
+      uint64_t active = relaxed_load(a->now); /* the owner's last tick or page retired */
       if (st == ARENA_OWNED && atomic_load_explicit(&a->remote_pages, memory_order_relaxed) &&
-          (force || now - ticked >= (uint64_t)opt.decay_ms))
-        bytes += arena_reclaim_locked(a, force ? now : ticked); /* idle since its last tick: decayed already */
+          (force || now - active >= (uint64_t)opt.decay_ms))
+        bytes += arena_reclaim_locked(a, force ? now : active); /* idle since then: decayed already */
       bytes += arena_decay_units_locked(a, now, force, true);
       spin_unlock(&a->lock);
     }
@@ -658,8 +657,7 @@ static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pag
 void arena_tick(arena_t *a) {
   a->tick = TICK_FREES;
   uint64_t now = os_now_ms();
-  a->now = now;
-  atomic_store_explicit(&a->ticked, now, memory_order_relaxed);
+  relaxed_store(a->now, now);
   if (now - a->last_decay >= decay_look_interval((uint64_t)opt.decay_ms) / 2)
     arena_decay(a, now, true, false, PASS_PAGES);
   uint64_t last = atomic_load_explicit(&last_global, memory_order_relaxed);
@@ -708,9 +706,8 @@ static void arena_reset(arena_t *a) {
   a->tc_server = 0;
   a->tc_foreign = 0;
   if (a == arena_tls) arena_sync_free_key();
-  a->now = os_now_ms();
+  relaxed_store(a->now, os_now_ms());
   a->last_decay = a->now;
-  atomic_store_explicit(&a->ticked, a->now, memory_order_relaxed);
 }
 
 /* Held by fork_prepare with every arena's lock, so the forking thread, whose
@@ -740,8 +737,7 @@ arena_t *arena_claim(int from, int to) {
     if (atomic_load_explicit(&a->state, memory_order_relaxed) == from &&
         atomic_compare_exchange_strong(&a->state, &st, to)) {
       a->tick = TICK_FREES;
-      a->now = os_now_ms();
-      atomic_store_explicit(&a->ticked, a->now, memory_order_relaxed);
+      relaxed_store(a->now, os_now_ms());
       return a;
     }
   }

@@ -59,13 +59,12 @@ typedef struct arena {
   uint32_t tc_foreign;            /* other threads' blocks it freed since its last decay pass */
   int32_t tick;                   /* slow-path events until the next clock read */
   uint32_t scan_cls;              /* where the bounded purge pass resumes */
-  uint64_t now;                   /* coarse clock (ms), refreshed on ticks */
+  uint64_t now;                   /* coarse clock (ms), refreshed on ticks (written relaxed: other threads read it to tell an idle owner) */
   uint64_t last_decay;            /* when this arena last ran its decay pass */
   uint32_t tc_cap[NCLASSES + 1];  /* the most blocks a class's cache holds (0: not set up; 1: never cached) */
   pqueue_t queues[NCLASSES];      /* pages with (possibly) free blocks, per class */
   page_t *last_span[NCLASSES];    /* where each class's last retired page was: taken again first */
   _Atomic(page_t *) remote_pages; /* full pages that got a remote free */
-  _Atomic uint64_t ticked;        /* coarse ms of the owner's last tick: how long it has been idle */
   spinlock_t lock;                /* chunks' bitmaps, chunk list, huge list */
   chunk_t *chunks;                /* chunk list */
   struct huge *huge;              /* first-class arenas: large blocks to free on destroy */

@@ -14,7 +14,7 @@ void thread_process_init(void);        /* idempotent; cheap once done */
  * thread's exit handler has run (a later thread-key destructor allocating),
  * an arena lent for this one call: give it back with thread_arena_done. */
 arena_t *thread_arena(void);
-void thread_arena_done(arena_t *a);    /* after using what thread_arena returned */
+void thread_arena_done(arena_t *a);    /* after using what thread_arena returned (nothing unless lent) */
 bool thread_background_start(void);    /* starts the purge thread if it is not running (never from malloc) */
 uint64_t thread_count_seen(void);      /* threads that ever got an arena */
 #endif
