@@ -155,6 +155,7 @@ __attribute__((weak)) int main(int argc, char **argv) {
 
 #include <ebb.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -361,5 +362,39 @@ static inline size_t stress_mapped(void) {
   ebb_stats(&st);
   return st.mapped;
 }
+
+/* ---------------------------------------------------------------- a queue of blocks */
+
+/* A bounded queue behind one mutex, for handing blocks to another thread:
+ * simple enough to be obviously right, so a failure points at the allocator.
+ * A blk_t with p == NULL tells a consumer to stop. */
+#define BLKQ_CAP 512
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t not_empty, not_full;
+  blk_t ring[BLKQ_CAP];
+  size_t head, count;
+} blkq_t;
+#define BLKQ_INIT {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, {{0}}, 0, 0}
+
+static inline void blkq_push(blkq_t *q, blk_t b) {
+  pthread_mutex_lock(&q->lock);
+  while (q->count == BLKQ_CAP) pthread_cond_wait(&q->not_full, &q->lock);
+  q->ring[(q->head + q->count++) % BLKQ_CAP] = b;
+  pthread_cond_signal(&q->not_empty);
+  pthread_mutex_unlock(&q->lock);
+}
+
+static inline blk_t blkq_pop(blkq_t *q) {
+  pthread_mutex_lock(&q->lock);
+  while (q->count == 0) pthread_cond_wait(&q->not_empty, &q->lock);
+  blk_t b = q->ring[q->head];
+  q->head = (q->head + 1) % BLKQ_CAP;
+  q->count--;
+  pthread_cond_signal(&q->not_full);
+  pthread_mutex_unlock(&q->lock);
+  return b;
+}
+
 
 #endif

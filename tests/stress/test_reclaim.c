@@ -28,16 +28,27 @@ static void *idle_owner(void *arg) {
   return NULL;
 }
 
-/* A thread allocates 16 MiB and blocks; another frees all of it. Only the
- * owner ever collected its pages' remote frees, so the 16 MiB stayed in use
- * (and counted in `allocated`) for as long as the owner lived. One ebb_trim
- * now takes those pages back, while the owner is still alive. */
-Test(reclaim, an_idle_owners_remotely_freed_pages_are_taken_back, .timeout = 60) {
+/* Starts the owner and returns once its blocks are built (it then blocks). */
+static pthread_t idle_owner_start(void) {
   cr_assert_eq(pthread_barrier_init(&idle_built, NULL, 2), 0);
   cr_assert_eq(pthread_barrier_init(&idle_release, NULL, 2), 0);
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, idle_owner, NULL), 0);
   pthread_barrier_wait(&idle_built);
+  return t;
+}
+
+static void idle_owner_stop(pthread_t t) {
+  pthread_barrier_wait(&idle_release);
+  cr_assert_eq(pthread_join(t, NULL), 0);
+}
+
+/* A thread allocates 16 MiB and blocks; another frees all of it. Only the
+ * owner ever collected its pages' remote frees, so the 16 MiB stayed in use
+ * (and counted in `allocated`) for as long as the owner lived. One ebb_trim
+ * now takes those pages back, while the owner is still alive. */
+Test(reclaim, an_idle_owners_remotely_freed_pages_are_taken_back, .timeout = 60) {
+  pthread_t t = idle_owner_start();
   struct ebb_stats built, freed, trimmed;
   ebb_stats(&built);
   for (size_t i = 0; i < IDLE_BLOCKS; i++) blk_free(&idle_blocks[i], "freeing thread");
@@ -54,19 +65,14 @@ Test(reclaim, an_idle_owners_remotely_freed_pages_are_taken_back, .timeout = 60)
                 trimmed.allocated, built.allocated);
   cr_assert_leq(trimmed.active + 12 * ((size_t)1 << 20), freed.active, "active %zu -> %zu bytes", freed.active,
                 trimmed.active);
-  pthread_barrier_wait(&idle_release);
-  cr_assert_eq(pthread_join(t, NULL), 0);
+  idle_owner_stop(t);
 }
 
 /* The same with one block in 512 left live (not freed by anyone): the pages
  * stay the owner's, but ebb_trim collects their remote frees and returns the
  * granules they leave wholly free, as a decay pass of the owner's would have. */
 Test(reclaim, an_idle_owners_partly_freed_pages_are_purged, .timeout = 60) {
-  cr_assert_eq(pthread_barrier_init(&idle_built, NULL, 2), 0);
-  cr_assert_eq(pthread_barrier_init(&idle_release, NULL, 2), 0);
-  pthread_t t;
-  cr_assert_eq(pthread_create(&t, NULL, idle_owner, NULL), 0);
-  pthread_barrier_wait(&idle_built);
+  pthread_t t = idle_owner_start();
   for (size_t i = 0; i < IDLE_BLOCKS; i++)
     if (i % 512 != 0) blk_free(&idle_blocks[i], "freeing thread");
   struct ebb_stats freed, trimmed;
@@ -80,42 +86,16 @@ Test(reclaim, an_idle_owners_partly_freed_pages_are_purged, .timeout = 60) {
   cr_assert_leq(trimmed.allocated + 12 * ((size_t)1 << 20), freed.allocated,
                 "allocated %zu -> %zu bytes: the remote frees were not collected", freed.allocated, trimmed.allocated);
   for (size_t i = 0; i < IDLE_BLOCKS; i += 512) blk_free(&idle_blocks[i], "the live ones, at the end");
-  pthread_barrier_wait(&idle_release);
-  cr_assert_eq(pthread_join(t, NULL), 0);
+  idle_owner_stop(t);
 }
 
 /* ---------------------------------------------------------------- an owner at work */
 
-#define RC_RING 1024
 #define RC_ROUNDS 40 /* release; stress_n scales it down for the debug build */
 #define RC_BLOCKS 4096
 #define RC_KEEP 64
 
-static struct {
-  pthread_mutex_t lock;
-  pthread_cond_t not_empty, not_full;
-  blk_t ring[RC_RING];
-  size_t head, count;
-} rcq = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, {{0}}, 0, 0};
-
-static void rcq_push(blk_t b) {
-  pthread_mutex_lock(&rcq.lock);
-  while (rcq.count == RC_RING) pthread_cond_wait(&rcq.not_full, &rcq.lock);
-  rcq.ring[(rcq.head + rcq.count++) % RC_RING] = b;
-  pthread_cond_signal(&rcq.not_empty);
-  pthread_mutex_unlock(&rcq.lock);
-}
-
-static blk_t rcq_pop(void) {
-  pthread_mutex_lock(&rcq.lock);
-  while (rcq.count == 0) pthread_cond_wait(&rcq.not_empty, &rcq.lock);
-  blk_t b = rcq.ring[rcq.head];
-  rcq.head = (rcq.head + 1) % RC_RING;
-  rcq.count--;
-  pthread_cond_signal(&rcq.not_full);
-  pthread_mutex_unlock(&rcq.lock);
-  return b;
-}
+static blkq_t rcq = BLKQ_INIT; /* stress_util.h */
 
 static atomic_int rc_stop;
 static atomic_size_t rc_trims;
@@ -142,7 +122,7 @@ static void *rc_owner(void *arg) {
       if (rng_below(&r, 4) == 0)
         rc_mine[n++] = b;
       else
-        rcq_push(b);
+        blkq_push(&rcq, b);
     }
     for (size_t i = n; i > 1; i--) { /* shuffle, then free */
       size_t j = (size_t)rng_below(&r, i);
@@ -160,14 +140,14 @@ static void *rc_owner(void *arg) {
     }
   }
   for (size_t k = 0; k < RC_KEEP; k++) blk_free(&keep[k], "owner's kept at the end");
-  rcq_push((blk_t){0});
+  blkq_push(&rcq, (blk_t){0});
   return NULL;
 }
 
 static void *rc_consumer(void *arg) {
   (void)arg;
   for (;;) {
-    blk_t b = rcq_pop();
+    blk_t b = blkq_pop(&rcq);
     if (!b.p) return NULL;
     blk_free(&b, "consumer");
   }

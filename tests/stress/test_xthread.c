@@ -12,36 +12,9 @@
 
 #define PC_PRODUCERS 4
 #define PC_CONSUMERS 4
-#define PC_QUEUE 512
 #define PC_STASH 64
 
-/* A bounded queue behind one mutex: simple enough to be obviously right, so a
- * failure points at the allocator. A blk_t with p == NULL tells a consumer to stop. */
-static struct {
-  pthread_mutex_t lock;
-  pthread_cond_t not_empty, not_full;
-  blk_t ring[PC_QUEUE];
-  size_t head, count;
-} pcq = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, {{0}}, 0, 0};
-
-static void pcq_push(blk_t b) {
-  pthread_mutex_lock(&pcq.lock);
-  while (pcq.count == PC_QUEUE) pthread_cond_wait(&pcq.not_full, &pcq.lock);
-  pcq.ring[(pcq.head + pcq.count++) % PC_QUEUE] = b;
-  pthread_cond_signal(&pcq.not_empty);
-  pthread_mutex_unlock(&pcq.lock);
-}
-
-static blk_t pcq_pop(void) {
-  pthread_mutex_lock(&pcq.lock);
-  while (pcq.count == 0) pthread_cond_wait(&pcq.not_empty, &pcq.lock);
-  blk_t b = pcq.ring[pcq.head];
-  pcq.head = (pcq.head + 1) % PC_QUEUE;
-  pcq.count--;
-  pthread_cond_signal(&pcq.not_full);
-  pthread_mutex_unlock(&pcq.lock);
-  return b;
-}
+static blkq_t pcq = BLKQ_INIT; /* stress_util.h */
 
 static size_t pc_per_producer;
 static atomic_size_t pc_consumed;
@@ -52,7 +25,7 @@ static void *pc_producer(void *arg) {
   uintptr_t id = (uintptr_t)arg;
   rng_t r = rng_seed(1000 + id);
   for (size_t i = 0; i < pc_per_producer; i++) {
-    pcq_push(blk_new(stress_size(&r), (id << 40) | (2 * i + 1), "producer"));
+    blkq_push(&pcq, blk_new(stress_size(&r), (id << 40) | (2 * i + 1), "producer"));
     if (rng_below(&r, 4) == 0) {
       blk_t local = blk_new(stress_small_size(&r), (id << 40) | (2 * i + 2), "producer local");
       blk_free(&local, "producer local");
@@ -67,7 +40,7 @@ static void *pc_consumer(void *arg) {
   rng_t r = rng_seed(2000 + (uintptr_t)arg);
   blk_t stash[PC_STASH] = {{0}};
   for (;;) {
-    blk_t b = pcq_pop();
+    blk_t b = blkq_pop(&pcq);
     if (!b.p) break;
     atomic_fetch_add(&pc_consumed, 1);
     if (rng_below(&r, 8) == 0) blk_realloc(&b, stress_size(&r), "consumer realloc");
@@ -88,7 +61,7 @@ Test(xthread, producer_consumer, .timeout = 120) {
   for (uintptr_t i = 0; i < PC_PRODUCERS; i++)
     cr_assert_eq(pthread_create(&prod[i], NULL, pc_producer, (void *)i), 0);
   for (int i = 0; i < PC_PRODUCERS; i++) pthread_join(prod[i], NULL);
-  for (int i = 0; i < PC_CONSUMERS; i++) pcq_push((blk_t){0});
+  for (int i = 0; i < PC_CONSUMERS; i++) blkq_push(&pcq, (blk_t){0});
   for (int i = 0; i < PC_CONSUMERS; i++) pthread_join(cons[i], NULL);
   cr_assert_eq(atomic_load(&pc_consumed), PC_PRODUCERS * pc_per_producer);
 }
