@@ -125,9 +125,17 @@ static void huge_free(huge_t *h) {
 
 /* ------------------------------------------------------------ malloc / free */
 
+/* Everything the fast path does not: a size above 1 KiB, an empty list (the
+ * page's next block, or the class's page again after the thread cache ran
+ * dry, before the arena's slow path), a thread with no arena yet. Taking the
+ * size alone keeps the fast path from saving anything for it. */
 static EBB_NOINLINE void *malloc_slow(size_t size) {
   if (size > CLASS_MAX_SIZE) return size > MAX_REQUEST ? fail_nomem() : huge_alloc(NULL, size, MIN_ALIGN);
   arena_t *a = arena_tls;
+  if (size <= 1024) {
+    void *p = arena_pop_empty(a, class_small[(size + 15) >> 4]);
+    if (p) return p;
+  }
   bool first = a == &arena_none;
   if (first && !(a = thread_arena())) return fail_nomem();
   void *p = arena_malloc(a, size);
@@ -139,7 +147,7 @@ static EBB_NOINLINE void *malloc_slow(size_t size) {
  * source slot names; NULL when the slow path must run (not a failure). A
  * thread without an arena yet has arena_none, whose lists are all empty. */
 EBB_INLINE void *malloc_fast(size_t size) {
-  return likely(size <= 1024) ? arena_pop_slot(arena_tls, (unsigned)(size + 15) >> 4) : NULL;
+  return likely(size <= 1024) ? arena_pop_src(arena_tls, (unsigned)(size + 15) >> 4) : NULL;
 }
 
 /* malloc itself; public.c inlines it into operator new too (a call from one

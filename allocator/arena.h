@@ -176,20 +176,28 @@ EBB_INLINE void *arena_pop_page(arena_t *a, unsigned c) {
  * back to the page; NULL when there is none either. */
 void *arena_pop_empty(arena_t *a, unsigned c);
 
-/* Pops the first block of source slot s: the thread cache's newest while it
- * holds blocks, else the current page's first; NULL when that is empty too
- * (past what the page can bump). The pop that finds the cache empty moves
- * the source to the page, off the path of every other pop. */
-EBB_INLINE void *arena_pop_slot(arena_t *a, unsigned s) {
+/* Pops the first block of source slot s's list: the thread cache's newest
+ * while it holds blocks, else the current page's first; NULL when that list
+ * is empty (the caller then runs arena_pop_empty). */
+EBB_INLINE void *arena_pop_src(arena_t *a, unsigned s) {
   freelist_t *fl = a->src[s];
   block_t *b = fl->free;
-  if (unlikely(b == NULL)) return arena_pop_empty(a, src_class(s));
+  if (unlikely(b == NULL)) return NULL;
   track_open(b, sizeof *b);
   fl->free = b->next;
   relaxed_store(b->cookie, 0);
   owner_add(fl->used, 1);
   track_malloc(b, class_info[src_class(s)].size, false);
   return b;
+}
+
+/* The same, and when the list is empty, the page's next block (bumped) or,
+ * when the thread cache was the source, its page's first; NULL when there is
+ * none either (past what the page can bump). The pop that finds the cache
+ * empty moves the source to the page, off the path of every other pop. */
+EBB_INLINE void *arena_pop_slot(arena_t *a, unsigned s) {
+  void *b = arena_pop_src(a, s);
+  return likely(b != NULL) ? b : arena_pop_empty(a, src_class(s));
 }
 
 EBB_INLINE void *arena_pop(arena_t *a, unsigned c) { return arena_pop_slot(a, class_src_lo[c]); }
