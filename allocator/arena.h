@@ -102,8 +102,8 @@ EBB_INLINE void arena_set_direct(arena_t *a, unsigned c, page_t *pg) {
 extern page_t page_empty; /* tc[c].direct points here while a class has no page */
 
 #define TICK_FREES 64              /* slow-path events (refills, retirements, cache flushes) between clock reads */
-#define TCACHE_BYTES 16384         /* per class, the most a thread cache holds (in blocks: at most TCACHE_BLOCKS) */
-#define TCACHE_BLOCKS 256
+#define TCACHE_BYTES 65536         /* per class, the most a thread cache holds (in blocks: at most TCACHE_BLOCKS) */
+#define TCACHE_BLOCKS 1024
 #define TCACHE_MIN_BLOCKS 4        /* a class whose blocks fit fewer times than this in it is never cached */
 #define TC_SERVER_FREES 256        /* other threads' blocks freed between decay passes that make a thread cache its own */
 #define GLOBAL_CHECK_MS 4          /* the global purge runs at most this often */

@@ -186,7 +186,7 @@ Test(tcache, a_server_thread_caches_its_own_blocks_too) { in_server_thread(serve
 
 static void full_class(arena_t *a) {
   unsigned c = size_class(256);
-  enum { N = 200 };
+  enum { N = 400 };
   static void *p[N];
   ebb_free(ebb_malloc(256)); /* class 256's cache set up */
   uint32_t cap = a->tc_cap[c];
@@ -228,7 +228,7 @@ static void *fill_with_foreign(void *arg) {
 }
 
 Test(tcache, another_threads_block_in_a_full_cache_sends_the_older_half_home) {
-  enum { N = 200 };
+  enum { N = 400 };
   static void *v[N];
   for (int i = 0; i < N; i++) v[i] = ebb_malloc(256);
   pthread_t t;
