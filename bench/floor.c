@@ -11,8 +11,10 @@
  * are called. With --stay 1 (case "alive") the builders do not exit after their
  * frees: they block, alive, until the measurement ends, as an idle worker pool
  * does, so what they allocated can only come back if the allocator takes back a
- * live, idle thread's memory. run.sh's labels read these defaults from the
- * bench_opt calls below.
+ * live, idle thread's memory. With --own 1 as well (case "alive-own") each
+ * builder frees its own objects instead of the other's, as a worker that tears
+ * down its own request data and then waits does. run.sh's labels read these
+ * defaults from the bench_opt calls below.
  *
  * Reports: peak_kb (t = 0), exit_kb and exit_ms (RSS and time once both threads
  * are joined), end_kb (last sample), min_kb, live_kb (bytes still allocated: the
@@ -35,7 +37,7 @@ struct builder {
   struct builder *peer; /* whose objects this thread frees */
 };
 
-static long keep_every, stay;
+static long keep_every, stay, own;
 static pthread_barrier_t built, measured, released;
 static atomic_int builders_done; /* builders that finished their frees */
 
@@ -54,7 +56,7 @@ static void *builder_main(void *arg) {
   }
   pthread_barrier_wait(&built);    /* the main thread records the peak */
   pthread_barrier_wait(&measured); /* and both halves exist before anyone frees */
-  struct builder *p = b->peer;
+  struct builder *p = own ? b : b->peer;
   for (size_t i = 0; i < p->n; i++)
     if (i % (size_t)keep_every != 0) free(p->objs[i]);
   atomic_fetch_add(&builders_done, 1);
@@ -128,12 +130,13 @@ int main(int argc, char **argv) {
   long activity = bench_opt(argc, argv, "activity", 0);
   keep_every = bench_opt(argc, argv, "keep-every", 512);
   stay = bench_opt(argc, argv, "stay", 0);
+  own = bench_opt(argc, argv, "own", 0);
   long seed = bench_opt(argc, argv, "seed", 1);
   if (mib < 1 || ms < 0 || interval_ms < 1 || keep_every < 1) {
     fprintf(stderr, "floor: need mib >= 1, ms >= 0, interval-ms >= 1, keep-every >= 1\n");
     return 2;
   }
-  bench_begin("floor", stay ? "alive" : activity ? "active" : "idle", argc, argv);
+  bench_begin("floor", stay ? (own ? "alive-own" : "alive") : activity ? "active" : "idle", argc, argv);
 
   struct builder b[2];
   size_t half = (size_t)mib << 19;

@@ -35,7 +35,7 @@ section() {
 }
 
 # Image links, relative to docs/.
-for f in rss-floor-idle rss-floor-active rss-floor-alive rss-prover-idle500 rss-prover-idle20 bars-churn-us bars-churn-faults \
+for f in rss-floor-idle rss-floor-active rss-floor-alive rss-floor-alive-own rss-prover-idle500 rss-prover-idle20 bars-churn-us bars-churn-faults \
   bars-larson-mops; do
   [ -e "$IMG/$f.png" ] && echo "![$f](img/bench/$f.png)"
 done >"$RES/.charts" || true

@@ -146,7 +146,8 @@ cases() {
     full:render) echo "tree|--cycles 60" ;;
     quick:render) echo "tree|--cycles 20" ;;
     smoke:render) echo "tree|--cycles 2 --records 20" ;;
-    full:floor) printf '%s\n' "idle|--activity 0 --mib 256 --ms 15000" "active|--activity 1 --mib 256 --ms 15000" "alive|--activity 0 --mib 256 --ms 5000 --stay 1" ;;
+    full:floor) printf '%s\n' "idle|--activity 0 --mib 256 --ms 15000" "active|--activity 1 --mib 256 --ms 15000" "alive|--activity 0 --mib 256 --ms 5000 --stay 1" \
+                   "alive-own|--activity 0 --mib 256 --ms 5000 --stay 1 --own 1" ;;
     quick:floor) echo "idle|--activity 0 --mib 64 --ms 2000" ;;
     smoke:floor) echo "active|--activity 1 --mib 4 --ms 300" ;;
     full:prover) printf '%s\n' "idle20|--idle-ms 20 --rounds 10" "idle500|--idle-ms 500 --rounds 3" ;;
@@ -231,7 +232,7 @@ case_label() {
   case $wl in
     churn) echo "${P[gap-ms]} ms between requests, $(pl "${P[cycles]}" request) measured after ${P[warmup]} warm-up; each a ${P[ctx-kb]} KiB context + ${P[small]} blocks of 16–512 B + ${P[medium]} of 4–64 KiB" ;;
     render) echo "a tree of ${P[records]} records × ${P[fields]} fields built, serialised and freed; $(pl "${P[cycles]}" cycle) measured after ${P[warmup]} warm-up" ;;
-    floor) echo "2 threads build $(fmt_kib "$((P[mib] * 1024))") of 16–256 B objects, keep 1 in ${P[keep-every]}, free the rest cross-thread and $([ "${P[stay]}" = 1 ] && echo "stay alive, blocked" || echo exit); RSS every ${P[interval-ms]} ms for $(fmt_ms "${P[ms]}")$([ "${P[activity]}" = 0 ] && echo ", idle" || echo ", with 16 malloc/free of 16–1024 B every 10 ms")" ;;
+    floor) echo "2 threads build $(fmt_kib "$((P[mib] * 1024))") of 16–256 B objects, keep 1 in ${P[keep-every]}, free the rest $([ "${P[own]:-0}" = 1 ] && echo "each its own" || echo cross-thread) and $([ "${P[stay]}" = 1 ] && echo "stay alive, blocked" || echo exit); RSS every ${P[interval-ms]} ms for $(fmt_ms "${P[ms]}")$([ "${P[activity]}" = 0 ] && echo ", idle" || echo ", with 16 malloc/free of 16–1024 B every 10 ms")" ;;
     prover) echo "$(pl "${P[threads]}" thread) × ${P[mib]} MiB of 64 B–1 MiB scratch per round, $(pl "${P[rounds]}" round), $(fmt_ms "${P[idle-ms]}") idle after each" ;;
     growth) echo "a buffer grown by realloc 1.5× at a time from $(fmt_kib "${P[start-kb]}") to ${P[max-mb]} MiB, then freed; $(pl "${P[cycles]}" cycle) measured after ${P[warmup]} warm-up" ;;
     larson) echo "$(pl "${P[threads]}" thread), ${P[slots]} shared slots each, blocks of ${P[min]}–${P[max]} B, $(fmt_ms "${P[ms]}")" ;;
