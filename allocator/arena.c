@@ -12,7 +12,7 @@ page_t page_empty;
 arena_t arena_none = {.tc = {[0 ... NCLASSES - 1] = {.direct = &page_empty}},
                       .src = {[0 ... NSRC - 1] = &page_empty.fl}};
 __thread arena_t *arena_tls __attribute__((tls_model("initial-exec"))) = &arena_none;
-__thread uintptr_t arena_free_key __attribute__((tls_model("initial-exec"))) = (uintptr_t)&arena_none;
+__thread owner_tls_t owner_tls __attribute__((tls_model("initial-exec"))) = {.free_key = (uintptr_t)&arena_none};
 
 static _Atomic(arena_t *) arenas_all;    /* every arena ever made */
 static atomic_size_t dirty_total;        /* sum of arenas' dirty bytes, for the cap */
@@ -296,7 +296,17 @@ void *arena_pop_empty(arena_t *a, unsigned c) {
   return arena_pop(a, c);
 }
 
+static void *arena_malloc_refill(arena_t *a, unsigned cls, size_t size);
+
+/* Under owner_enter: it takes pages off the thread's queues. */
 void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size) {
+  owner_enter(arena_tls);
+  void *p = arena_malloc_refill(a, cls, size);
+  owner_leave();
+  return p;
+}
+
+static void *arena_malloc_refill(arena_t *a, unsigned cls, size_t size) {
   if (unlikely(--a->tick < 0)) arena_tick(a);
   if (unlikely(a->tc_cap[cls] == 0) && a == arena_tls) tcache_setup(a, cls); /* not a first-class arena */
   page_t *pg = a->tc[cls].direct;
@@ -328,6 +338,11 @@ void arena_free_local_slow(arena_t *a, page_t *pg) {
     arena_page_retire(a, pg, 0);
   /* last: a decay pass may retire pg (found by UBSan: pg->cls read as PAGE_UNUSED) */
   if (unlikely(--a->tick < 0)) arena_tick(a);
+}
+
+EBB_NOINLINE void arena_free_local_slow_leave(arena_t *a, page_t *pg) {
+  arena_free_local_slow(a, pg);
+  owner_busy_dec();
 }
 
 /* Pushes the pages first..last (linked by remote_next) onto a's remote_pages. */
@@ -422,7 +437,7 @@ static void tcache_setup(arena_t *a, unsigned cls) {
 
 /* Other threads' blocks a thread frees go into its own cache, and its next
  * mallocs of the class take them back, with no atomic operation (jemalloc's
- * tcache, tcmalloc's thread cache); the fast path (arena_free_push) caches a
+ * tcache, tcmalloc's thread cache); the fast path (free_server) caches a
  * server's own blocks too. This is the path of other threads' blocks the fast
  * path did not take: in a thread that is not a server's, in a full class, or
  * in a class not set up yet. A class's cache holds at most tc_cap blocks;
@@ -536,7 +551,7 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
   if (exclusive) {
     if (a == arena_tls) {
       tcache_flush_all(a);
-      a->tc_server = a->tc_foreign >= TC_SERVER_FREES; /* see arena_free_push */
+      a->tc_server = a->tc_foreign >= TC_SERVER_FREES; /* see free_server */
       a->tc_foreign = 0;
       arena_sync_free_key();
     }
@@ -625,6 +640,73 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
   return purged;
 }
 
+/* Takes back the free memory of an idle owner's queue pages (found measuring
+ * rptest's pauses, then bench/floor's case alive-own: a thread that frees most
+ * of what it built itself and then blocks kept all of it resident, 167.7 MiB
+ * of 296, since only the owner touches a queue page's free list). Caller
+ * holds a->lock; a is OWNED, its thread has not ticked for the decay time (or
+ * a trim asks), and the caller is another thread.
+ *   The handshake, an asymmetric Dekker fence (as userspace RCU and folly's
+ * hazard pointers use membarrier). The owner reaches a queue page other than
+ * a class's current page in two ways: free's page push, after it raised its
+ * busy count and then read its free key (free_fast), and calls that
+ * raise busy and wait while `reclaiming` is set (owner_enter). The taker swaps
+ * the owner's free key for arena_none's, sets `reclaiming`, and fences every
+ * thread (os_fence_threads). After the fence, an owner whose raise of busy
+ * came before the fence point shows busy > 0 to the taker, which then leaves
+ * everything as it was; any later call of the owner's reads the swapped key
+ * (so free's push declines and the block goes onto its page's remote list,
+ * which is made for concurrent pushes) or sees `reclaiming` and waits for the
+ * lock this holds. So with busy == 0 after the fence the taker has the queue
+ * pages to itself until it restores the key and clears `reclaiming`. The
+ * malloc fast path pops only from the current page and the thread cache,
+ * which this leaves alone. Without the fence (an old kernel, a seccomp
+ * filter) nothing is taken.
+ *   On each queue page but the current ones: remote frees are collected; a
+ * page with no live block goes back to its chunk, dirty since `since`; one
+ * with live blocks has its wholly free granules purged, as the owner's decay
+ * pass would (page_purge_free), once while its count holds still. At most
+ * `pages` pages are worked on. Returns the bytes purged. */
+static size_t arena_reclaim_queues_locked(arena_t *a, uint64_t since, unsigned pages) {
+  uintptr_t *keyp = a->owner_key;
+  uint32_t *busyp = a->owner_busy;
+  if (!keyp || !busyp) return 0; /* lent for one call, or its thread is leaving */
+  uintptr_t key = __atomic_exchange_n(keyp, (uintptr_t)&arena_none, __ATOMIC_ACQ_REL);
+  __atomic_store_n(&a->reclaiming, 1, __ATOMIC_RELAXED);
+  size_t purged = 0, bytes = 0;
+  bool done = false;
+  if (os_fence_threads() && __atomic_load_n(busyp, __ATOMIC_ACQUIRE) == 0) {
+    unsigned budget = pages;
+    for (unsigned c = 0; c < NCLASSES && budget; c++)
+      for (page_t *pg = a->queues[c].first, *next; pg && budget; pg = next) {
+        next = pg->next;
+        if (a->tc[c].direct == pg) continue;
+        uint32_t got = page_collect(pg);
+        if (pg->used == 0 && !pg->remote_pending) {
+          queue_remove(a, pg);
+          page_give_back_locked(a, pg, since);
+          budget--;
+          continue;
+        }
+        if (got || !pg->settled || pg->purge_used != pg->used) {
+          pg->purge_used = pg->used;
+          pg->settled = 1;
+          purged += page_purge_free(pg, opt.purge);
+          budget--;
+        }
+        ebb_assert_expensive(page_is_valid(pg));
+      }
+    done = budget > 0;
+    if (purged) stat_add(&a->purged, (ptrdiff_t)purged);
+    bytes = purged;
+  }
+  uintptr_t swapped = (uintptr_t)&arena_none;
+  __atomic_compare_exchange_n(keyp, &swapped, key, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+  __atomic_store_n(&a->reclaiming, 0, __ATOMIC_RELEASE);
+  if (done) a->reclaimed_at = relaxed_load(a->now);
+  return bytes;
+}
+
 /* Purges every arena: abandoned ones wholly (their pages too), live ones
  * in their free units, and a live thread idle for the decay time (or any, on
  * a forced purge) loses the pages other threads freed entirely
@@ -644,9 +726,13 @@ static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pag
       if (!force && !spin_trylock(&a->lock)) continue;
       if (force) spin_lock(&a->lock);
       uint64_t active = relaxed_load(a->now); /* the owner's last tick or page retired */
-      if (st == ARENA_OWNED && atomic_load_explicit(&a->remote_pages, memory_order_relaxed) &&
-          (force || now - active >= (uint64_t)opt.decay_ms))
+      bool idle = force || now - active >= (uint64_t)opt.decay_ms;
+      if (st == ARENA_OWNED && idle && atomic_load_explicit(&a->remote_pages, memory_order_relaxed))
         bytes += arena_reclaim_locked(a, force ? now : active); /* idle since then: decayed already */
+      /* its queue pages once per idle spell (a->reclaimed_at: the tick it
+       * followed), or on every trim; never the caller's own */
+      if (st == ARENA_OWNED && idle && a != arena_tls && (force || a->reclaimed_at != active))
+        bytes += arena_reclaim_queues_locked(a, force ? now : active, force ? UINT32_MAX : pages);
       bytes += arena_decay_units_locked(a, now, force, true);
       spin_unlock(&a->lock);
     }
@@ -655,6 +741,7 @@ static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pag
 }
 
 void arena_tick(arena_t *a) {
+  owner_enter(arena_tls);
   a->tick = TICK_FREES;
   uint64_t now = os_now_ms();
   relaxed_store(a->now, now);
@@ -665,13 +752,24 @@ void arena_tick(arena_t *a) {
       atomic_compare_exchange_strong_explicit(&last_global, &last, now, memory_order_relaxed,
                                               memory_order_relaxed))
     global_purge(now, a, false, PASS_PAGES);
+  owner_leave();
 }
 
 size_t arena_purge_all(bool force) {
   uint64_t now = os_now_ms();
   arena_t *self = arena_tls == &arena_none ? NULL : arena_tls;
+  owner_enter(arena_tls);
   size_t bytes = self ? arena_decay(self, now, true, force, PASS_PAGES) : 0;
-  return bytes + global_purge(now, self, force, PASS_PAGES);
+  bytes += global_purge(now, self, force, PASS_PAGES);
+  owner_leave();
+  return bytes;
+}
+
+void arena_wait_reclaim(arena_t *a) {
+  while (__atomic_load_n(&a->reclaiming, __ATOMIC_ACQUIRE)) {
+    spin_lock(&a->lock); /* the taker holds it until it is done */
+    spin_unlock(&a->lock);
+  }
 }
 
 /* Live bytes are a sum over every page descriptor (under each arena's lock):
@@ -744,7 +842,16 @@ arena_t *arena_claim(int from, int to) {
   return NULL;
 }
 
+void arena_forget_owner(arena_t *a) {
+  if (!a->owner_busy) return;
+  spin_lock(&a->lock);
+  a->owner_busy = NULL;
+  a->owner_key = NULL;
+  spin_unlock(&a->lock);
+}
+
 void arena_abandon(arena_t *a) {
+  arena_forget_owner(a);
   tcache_flush_all(a);
   arena_drain_remote(a);
   atomic_store_explicit(&a->state, ARENA_ABANDONED, memory_order_release);
@@ -770,7 +877,11 @@ void arena_fork_child(void) {
   arena_unlock_all();
   for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) {
     int st = atomic_load(&a->state);
-    if (a != arena_tls && (st == ARENA_OWNED || st == ARENA_PURGING)) atomic_store(&a->state, ARENA_ORPHANED);
+    if (a != arena_tls && (st == ARENA_OWNED || st == ARENA_PURGING)) {
+      atomic_store(&a->state, ARENA_ORPHANED);
+      a->owner_busy = NULL; /* their threads' owner_tls did not survive either */
+      a->owner_key = NULL;
+    }
   }
 }
 

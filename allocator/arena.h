@@ -74,19 +74,65 @@ typedef struct arena {
   _Atomic size_t active;          /* bytes of spans in pages */
   _Atomic size_t dirty;           /* bytes of free units still resident */
   _Atomic size_t purged;          /* bytes returned to the kernel, cumulative */
+  /* The handshake that lets another thread take back an idle owner's queue
+   * pages (arena_reclaim_queues_locked): the owner's owner_tls fields, set
+   * while the arena is OWNED (under the lock, which the taker holds), and
+   * whether a taker is at work. */
+  uint32_t *owner_busy;
+  uintptr_t *owner_key;
+  uint8_t reclaiming;
+  uint64_t reclaimed_at; /* when a taker last went over its queues (ms) */
 } arena_t;
 
 /* The calling thread's arena; arena_none (never NULL) until it has one, so the
  * malloc fast path needs no test: every class of arena_none is empty. */
 extern __thread arena_t *arena_tls __attribute__((tls_model("initial-exec")));
 extern arena_t arena_none;
+
 /* What free() compares a page's fast_owner with: the thread's arena, with bit
  * 0 set while the thread is a server's (tc_server), so that one compare both
  * finds "my page, nothing special" and keeps a server's thread off the page
  * push, with no test of its own on the common thread's path. */
-extern __thread uintptr_t arena_free_key __attribute__((tls_model("initial-exec")));
+typedef struct {
+  uintptr_t free_key; /* that key; written atomically, since another thread swaps it (below) */
+  uint32_t busy;      /* nesting depth of calls that may touch the thread's own pages (below) */
+} owner_tls_t;
+extern __thread owner_tls_t owner_tls __attribute__((tls_model("initial-exec")));
+#define arena_free_key (owner_tls.free_key)
 /* Called whenever arena_tls or its tc_server changes. */
-EBB_INLINE void arena_sync_free_key(void) { arena_free_key = (uintptr_t)arena_tls | arena_tls->tc_server; }
+EBB_INLINE void arena_sync_free_key(void) {
+  __atomic_store_n(&arena_free_key, (uintptr_t)arena_tls | arena_tls->tc_server, __ATOMIC_RELEASE);
+}
+
+/* The owner's side of the handshake with a thread that takes back its queue
+ * pages while it is idle (arena_reclaim_queues_locked, which says why this is
+ * enough). Every call that may touch the thread's own pages other than
+ * through the malloc fast path (which pops only from the current page and
+ * the thread cache, never taken) raises busy first, and the calls that are
+ * not free's page push (free_fast) then wait while a taker is at work.
+ * Plain adds in the release build (the taker's fence orders them); atomic
+ * ones in the TSan build, where the release of the last decrement is what
+ * the taker's acquire pairs with. */
+#ifdef EBB_TSAN
+#define owner_busy_add(n) __atomic_fetch_add(&owner_tls.busy, (uint32_t)(n), __ATOMIC_ACQ_REL)
+#else
+#define owner_busy_add(n) (owner_tls.busy += (uint32_t)(n))
+#endif
+EBB_INLINE void owner_busy_inc(void) {
+  owner_busy_add(1);
+  __asm__ volatile("" ::: "memory");
+}
+EBB_INLINE void owner_busy_dec(void) {
+  __asm__ volatile("" ::: "memory");
+  owner_busy_add(-1);
+}
+void arena_wait_reclaim(arena_t *a); /* until the taker of a's pages is done */
+/* a: the calling thread's arena (arena_none's never has a taker). */
+EBB_INLINE void owner_enter(arena_t *a) {
+  owner_busy_inc();
+  if (unlikely(__atomic_load_n(&a->reclaiming, __ATOMIC_ACQUIRE))) arena_wait_reclaim(a);
+}
+EBB_INLINE void owner_leave(void) { owner_busy_dec(); }
 /* What class c's mallocs pop from, and setting it (every slot of the class). */
 EBB_INLINE freelist_t *arena_src(const arena_t *a, unsigned c) { return a->src[class_src_lo[c]]; }
 EBB_INLINE void arena_set_src(arena_t *a, unsigned c, freelist_t *fl) {
@@ -115,6 +161,9 @@ arena_t *arena_new(int state); /* NULL when out of memory */
 arena_t *arena_claim(int from, int to);
 /* Its thread exited: cached blocks go home, the arena becomes adoptable. */
 void arena_abandon(arena_t *a);
+/* Its thread is leaving: from here on no other thread reads or swaps the
+ * thread's owner_tls for it (arena_reclaim_queues_locked). */
+void arena_forget_owner(arena_t *a);
 void arena_destroy(arena_t *a);
 void arena_reset_blocks(arena_t *a); /* ebb_arena_reset */
 /* Applies EBB_DIRTY_MAX (and EBB_DECAY_MS=0) to memory kept outside arenas. */
@@ -217,51 +266,9 @@ EBB_INLINE void arena_page_push(arena_t *a, page_t *pg, block_t *b, uint64_t coo
   if (unlikely(owner_add(pg->used, -1) == 0)) arena_free_local_slow(a, pg);
 }
 
-/* The free fast path, for b (checked, not free; cookie is page_cookie(b)) of
- * page pg, by the thread whose arena_free_key is key: if the thread owns pg
- * and it may take the fast path (pg->fast_owner == key, never true in a
- * server's thread), onto the page's list; in a server's thread (tc_server),
- * into the thread cache while the slot of pg->tc_off has room, whoever's
- * block it is, else as the first case. False when neither: the caller takes
- * the slow path, where other threads' blocks go into the cache
- * (arena_free_cached).
- *   A thread caches its own blocks only while it also frees many other
- * threads' blocks: one that frees mostly its own gains nothing from caching
- * them and lost up to 20 % (instance churn, per-request malloc/free: a burst
- * of frees went into the cache and out again, per-class limits made the
- * choice of cache or page follow each block's class, which mispredicts, and
- * mallocs took blocks in an order that cached worse). A server's thread,
- * whose frees are its own and other threads' at random, caches both, so no
- * branch asks whose block it is (larson t2: 71 -> 100 Mops/s).
- *   A free into an empty slot counts as a slow-path event, so a thread whose
- * blocks all go round through its cache still reads the clock and runs its
- * decay. arena_none's slots have room 0: it is never written. */
-EBB_INLINE bool arena_free_push(uintptr_t key, page_t *pg, block_t *b, uint64_t cookie) {
-  if (likely(relaxed_load(pg->fast_owner) == (arena_t *)key)) {
-    arena_page_push((arena_t *)key, pg, b, cookie);
-    return true;
-  }
-  if (!(key & 1)) return false;
-  /* a server's thread (laid out of line: the common thread is not one) */
-  arena_t *a = (arena_t *)(key - 1);
-  size_t off = relaxed_load(pg->tc_off);
-  tcache_t *tc = (tcache_t *)((char *)a->tc + off);
-  uint32_t room = relaxed_load(tc->fl.used);
-  if (likely(room > 1)) {
-    track_free(b);
-    bool was_empty = tc->fl.free == NULL;
-    freelist_push(&tc->fl, b, cookie);
-    relaxed_store(tc->fl.used, room - 1);
-    if (unlikely(was_empty)) { /* the class's mallocs take from the cache again */
-      arena_set_src(a, TC_OF(off), &tc->fl);
-      if (unlikely(--a->tick < 0)) arena_tick(a);
-    }
-    return true;
-  }
-  if (relaxed_load(pg->fast_owner) != a) return false;
-  arena_page_push(a, pg, b, cookie);
-  return true;
-}
+/* arena_free_local_slow, then owner_busy_dec: the end of free's page push
+ * when the page emptied. */
+void arena_free_local_slow_leave(arena_t *a, page_t *pg);
 
 /* The same for a page that is full, purged or unused (arena.c). */
 void arena_return_slow(arena_t *a, page_t *pg, block_t *b);

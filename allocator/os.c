@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <linux/membarrier.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -181,6 +183,21 @@ void os_yield(void) {
   errno = saved;
 }
 
+/* 1 registered, -1 unavailable, 0 not tried yet. Registering twice is
+ * harmless, so two threads racing here do no harm. */
+static atomic_int fence_state;
+
+bool os_fence_threads(void) {
+  int saved = errno, st = atomic_load_explicit(&fence_state, memory_order_relaxed);
+  if (st == 0) {
+    st = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 1 : -1;
+    atomic_store_explicit(&fence_state, st, memory_order_relaxed);
+  }
+  bool ok = st == 1 && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+  errno = saved;
+  return ok;
+}
+
 void os_sleep_ms(uint64_t ms) {
   int saved = errno;
   struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
@@ -267,10 +284,11 @@ bool os_exit_key_create(void (*dtor)(void *)) {
   return rc == 0;
 }
 
-void os_exit_key_set(void *value) {
+bool os_exit_key_set(void *value) {
   int saved = errno;
-  pthread_setspecific(exit_key, value);
+  int rc = pthread_setspecific(exit_key, value);
   errno = saved;
+  return rc == 0;
 }
 
 void os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {

@@ -31,6 +31,12 @@ int os_dup_fd(int fd);
 __attribute__((noreturn)) void os_abort(void);
 void os_yield(void);             /* sched_yield: a spin lock's back-off */
 void os_sleep_ms(uint64_t ms);   /* nanosleep; only the background thread sleeps */
+/* A full memory barrier on every thread of the process (membarrier's private
+ * expedited command: running threads get an interrupt, others are past a
+ * context switch), registered on first use. False when the kernel has no
+ * such command or refuses it (then nothing was fenced). arena.c's handshake
+ * with an idle owner (arena_reclaim_queues_locked) rests on it. */
+bool os_fence_threads(void);
 
 /* Threads. libc may hold internal locks while it calls malloc or free (glibc's
  * stack-cache lock in pthread_create and pthread_join, ld.so's locks, fork's
@@ -47,7 +53,7 @@ void os_on_thread_create(void (*hook)(void));
 bool os_thread_start(void *(*fn)(void *));
 /* One pthread key whose destructor runs at every thread's exit with the value set. */
 bool os_exit_key_create(void (*dtor)(void *));
-void os_exit_key_set(void *value); /* may call malloc (glibc's second-level key block) */
+bool os_exit_key_set(void *value); /* may call malloc (glibc's second-level key block); false if not set */
 /* pthread_atfork: takes glibc's atfork lock and may allocate. Constructor only. */
 void os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 uint64_t os_random_seed(void); /* per-process entropy (AT_RANDOM) */

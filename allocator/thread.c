@@ -34,11 +34,16 @@ static __thread uint8_t thread_gone __attribute__((tls_model("initial-exec")));
 static void thread_exit(void *arg) {
   arena_t *a = arg;
   thread_gone = 1;
+  owner_enter(a); /* not while another thread takes its pages back */
+  /* first: a taker that swapped the free key away restores it under the lock,
+   * and must not put this arena's key back after the line below */
+  arena_forget_owner(a);
   if (arena_tls == a) {
     arena_tls = &arena_none;
     arena_sync_free_key();
   }
   arena_abandon(a);
+  owner_leave();
 }
 
 void thread_process_init(void) {
@@ -68,7 +73,15 @@ arena_t *thread_arena(void) {
   arena_tls = a;
   arena_sync_free_key();
   atomic_fetch_add_explicit(&threads_seen, 1, memory_order_relaxed);
-  os_exit_key_set(a); /* may call malloc (a second-level key block): the arena is already set */
+  /* may call malloc (a second-level key block): the arena is already set */
+  if (os_exit_key_set(a)) {
+    /* what a taker of an idle owner's pages reads (under this lock), only
+     * when thread_exit will take it away again before the thread is gone */
+    spin_lock(&a->lock);
+    a->owner_busy = &owner_tls.busy;
+    a->owner_key = &owner_tls.free_key;
+    spin_unlock(&a->lock);
+  }
   return a;
 }
 

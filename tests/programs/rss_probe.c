@@ -565,6 +565,52 @@ static int mode_idle_owner(void) {
   return 0;
 }
 
+/* A thread allocates IDLE_MIB of 256-byte blocks, frees all but one in 512
+ * itself, and blocks, alive; main makes no allocator call. Prints how long RSS
+ * took to fall back to within 12 MiB of where it was before the build. */
+static void *self_main(void *arg) {
+  (void)arg;
+  for (size_t i = 0; i < IDLE_COUNT; i++) {
+    idle_ptrs[i] = malloc(256);
+    if (!idle_ptrs[i]) break;
+    touch(idle_ptrs[i], 256, 1);
+  }
+  for (size_t i = 0; i < IDLE_COUNT; i++)
+    if (idle_ptrs[i] && i % 512 != 0) free(idle_ptrs[i]);
+  pthread_barrier_wait(&idle_built);
+  pthread_barrier_wait(&idle_done);
+  for (size_t i = 0; i < IDLE_COUNT; i += 512) free(idle_ptrs[i]);
+  return NULL;
+}
+
+static int mode_idle_self(void) {
+  idle_ptrs = xmap(IDLE_COUNT * sizeof(void *));
+  pthread_barrier_init(&idle_built, NULL, 2);
+  pthread_barrier_init(&idle_done, NULL, 2);
+  size_t base = rss();
+  pthread_t t;
+  if (pthread_create(&t, NULL, self_main, NULL)) return printf("error: pthread_create\n"), 2;
+  pthread_barrier_wait(&idle_built);
+  for (size_t i = 0; i < IDLE_COUNT; i += 512)
+    if (!idle_ptrs[i]) return printf("error: malloc\n"), 2;
+  size_t freed = rss(), r = freed;
+  uint64_t t0 = now_ms();
+  long reached = -1;
+  while (now_ms() - t0 < DEADLINE_MS) {
+    sleep_ms(POLL_MS);
+    r = rss();
+    if (r <= base + 12 * MiB) {
+      reached = (long)(now_ms() - t0);
+      break;
+    }
+  }
+  printf("ebb=%d freed_mib=%.1f final_mib=%.1f reached_ms=%ld\n", on_ebb(), smib(freed, base), smib(r, base),
+         reached);
+  pthread_barrier_wait(&idle_done);
+  pthread_join(t, NULL);
+  return 0;
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -576,6 +622,8 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "fork") == 0) return mode_fork();
   if (argc >= 2 && strcmp(argv[1], "small") == 0) return mode_small();
   if (argc >= 2 && strcmp(argv[1], "idle_owner") == 0) return mode_idle_owner();
-  fprintf(stderr, "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay] | large | fork | small | idle_owner\n");
+  if (argc >= 2 && strcmp(argv[1], "idle_self") == 0) return mode_idle_self();
+  fprintf(stderr,
+          "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay] | large | fork | small | idle_owner | idle_self\n");
   return 2;
 }

@@ -126,6 +126,15 @@ void os_sleep_ms(uint64_t ms) {
   struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
 }
+/* The real fence: the unit tests' threads are real. */
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+bool os_fence_threads(void) {
+  static int st;
+  if (!st) st = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 ? 1 : -1;
+  return st == 1 && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
 bool os_thread_init(void) { return true; }
 void os_on_thread_create(void (*hook)(void)) { (void)hook; } /* no wrapper in unit builds */
 bool os_thread_start(void *(*fn)(void *)) {
@@ -139,7 +148,7 @@ bool os_thread_start(void *(*fn)(void *)) {
 }
 static pthread_key_t exit_key;
 bool os_exit_key_create(void (*dtor)(void *)) { return pthread_key_create(&exit_key, dtor) == 0; }
-void os_exit_key_set(void *value) { pthread_setspecific(exit_key, value); }
+bool os_exit_key_set(void *value) { return pthread_setspecific(exit_key, value) == 0; }
 void os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
   pthread_atfork(prepare, parent, child);
 }
