@@ -155,6 +155,14 @@ static size_t rc_size(rng_t *r) {
 /* Rounds of blocks, most handed to the consumer, the rest freed here in a
  * random order (into pages that filled up meanwhile: arena_return_slow), and
  * a few kept across rounds and checked every round. */
+static int rc_naps; /* the owner sleeps between a round's steps, so trims find it idle and it wakes mid-trim */
+
+static void rc_nap(rng_t *r) {
+  if (!rc_naps) return;
+  struct timespec nap = {0, (long)(100 + rng_below(r, 900)) * 1000};
+  nanosleep(&nap, NULL);
+}
+
 static void *rc_owner(void *arg) {
   (void)arg;
   rng_t r = rng_seed(77);
@@ -176,7 +184,12 @@ static void *rc_owner(void *arg) {
       rc_mine[i - 1] = rc_mine[j];
       rc_mine[j] = x;
     }
-    for (size_t i = 0; i < n; i++) blk_free(&rc_mine[i], "owner's own");
+    rc_nap(&r);
+    for (size_t i = 0; i < n; i++) {
+      blk_free(&rc_mine[i], "owner's own");
+      if (i == n / 2) rc_nap(&r); /* half its own freed: pages with free blocks, then idle */
+    }
+    rc_nap(&r);
     for (size_t k = 0; k < RC_KEEP; k++) {
       if (keep[k].p) blk_check(&keep[k], "owner's kept");
       if (!keep[k].p || rng_below(&r, 3) == 0) {
@@ -213,8 +226,12 @@ static void *rc_trimmer(void *arg) {
 /* The owner never stops allocating and freeing while a third thread forces a
  * reclaim every 0.2 ms: pages taken over must be exactly the ones nothing
  * live is in, and the owner must go on finding its own pages intact. */
-Test(reclaim, forced_reclaims_while_the_owner_works_lose_nothing, .timeout = 120) {
+static void rc_run(int naps) {
+  rc_naps = naps;
+  atomic_store(&rc_trims, 0);
   atomic_store(&rc_stop, 0);
+  struct ebb_stats before, after;
+  ebb_stats(&before);
   pthread_t owner, consumer, trimmer;
   cr_assert_eq(pthread_create(&trimmer, NULL, rc_trimmer, NULL), 0);
   cr_assert_eq(pthread_create(&consumer, NULL, rc_consumer, NULL), 0);
@@ -223,6 +240,17 @@ Test(reclaim, forced_reclaims_while_the_owner_works_lose_nothing, .timeout = 120
   cr_assert_eq(pthread_join(consumer, NULL), 0);
   atomic_store(&rc_stop, 1);
   cr_assert_eq(pthread_join(trimmer, NULL), 0);
-  cr_log_info("reclaim under load: %zu forced purges", atomic_load(&rc_trims));
+  ebb_stats(&after);
+  cr_log_info("reclaim under load%s: %zu forced purges, %.1f MiB purged", naps ? ", owner napping" : "",
+              atomic_load(&rc_trims), (after.purged - before.purged) / 1048576.0);
   cr_assert_gt(atomic_load(&rc_trims), 10);
+  cr_assert_gt(after.purged, before.purged, "the trims never purged anything: the test exercised nothing");
 }
+
+Test(reclaim, forced_reclaims_while_the_owner_works_lose_nothing, .timeout = 120) { rc_run(0); }
+
+/* The same with the owner sleeping between steps, half of its own blocks of
+ * a round freed: each trim may find it idle and take its queue pages
+ * (arena_reclaim_queues_locked), and it wakes in the middle of such a take,
+ * its frees going to the remote lists and its other calls waiting. */
+Test(reclaim, forced_reclaims_of_a_napping_owners_queue_pages_lose_nothing, .timeout = 120) { rc_run(1); }
