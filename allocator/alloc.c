@@ -274,10 +274,7 @@ EBB_INLINE void free_fast(void *p) {
       owner_busy_inc();
       uintptr_t key = __atomic_load_n(&arena_free_key, __ATOMIC_ACQUIRE);
       if (likely(relaxed_load(pg->fast_owner) == (arena_t *)key)) {
-        ebb_assert(pg->used > 0 && pg->cls < NCLASSES && !relaxed_load(pg->slow_free));
-        track_free(b);
-        page_push_cookie(pg, b, cookie);
-        if (unlikely(owner_add(pg->used, -1) == 0))
+        if (arena_page_push_emptied(pg, b, cookie))
           arena_free_local_slow_leave((arena_t *)key, pg); /* a tail call; ends the window */
         else
           owner_busy_dec();

@@ -258,12 +258,16 @@ EBB_INLINE void *arena_malloc(arena_t *a, size_t size) {
 }
 
 /* A free by the owner, on the fast path (the page is neither full, purged
- * nor unused), of b onto its page's list. */
-EBB_INLINE void arena_page_push(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
+ * nor unused), of b onto its page's list; true when that emptied the page
+ * (the caller then runs arena_free_local_slow). */
+EBB_INLINE bool arena_page_push_emptied(page_t *pg, block_t *b, uint64_t cookie) {
   ebb_assert(pg->used > 0 && pg->cls < NCLASSES && !relaxed_load(pg->slow_free));
   track_free(b);
   page_push_cookie(pg, b, cookie);
-  if (unlikely(owner_add(pg->used, -1) == 0)) arena_free_local_slow(a, pg);
+  return unlikely(owner_add(pg->used, -1) == 0);
+}
+EBB_INLINE void arena_page_push(arena_t *a, page_t *pg, block_t *b, uint64_t cookie) {
+  if (arena_page_push_emptied(pg, b, cookie)) arena_free_local_slow(a, pg);
 }
 
 /* arena_free_local_slow, then owner_busy_dec: the end of free's page push
