@@ -196,7 +196,9 @@ static page_t *take_last_span_locked(arena_t *a, unsigned cls, unsigned units) {
   if (!pg) return NULL;
   a->last_span[cls] = NULL;
   chunk_t *c = chunk_of(pg);
-  if (registry_get(c) != c || c->arena != a) return NULL; /* unmapped since */
+  /* since retired (registry cleared) or reused by another arena, whose
+   * chunk_new may be writing c->arena right now: relaxed */
+  if (registry_get(c) != c || relaxed_load(c->arena) != a) return NULL;
   uint64_t dirty_before = c->dirty_units;
   page_t *got = chunk_take_span_at(c, pg, units);
   if (got) dirty_add(a, -(ptrdiff_t)((size_t)__builtin_popcountll(dirty_before & ~c->dirty_units) * UNIT_SIZE));
