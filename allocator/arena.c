@@ -518,6 +518,16 @@ static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, boo
   return bytes;
 }
 
+/* Purges pg's wholly free granules and notes its count as settled (no purge
+ * again until it moves). Returns the bytes purged. */
+static size_t page_purge_settled(arena_t *a, page_t *pg) {
+  pg->purge_used = pg->used;
+  pg->settled = 1;
+  size_t bytes = page_purge_free(pg, opt.purge);
+  stat_add(&a->purged, (ptrdiff_t)bytes);
+  return bytes;
+}
+
 /* One page's share of the pass: hand empty pages back, purge the free
  * granules of pages nobody has allocated from for the decay time. */
 static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool owner_idle) {
@@ -541,11 +551,7 @@ static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool 
     }
     if (pg->settled) return 0;
   }
-  pg->purge_used = pg->used;
-  pg->settled = 1;
-  size_t bytes = page_purge_free(pg, opt.purge);
-  stat_add(&a->purged, (ptrdiff_t)bytes);
-  return bytes;
+  return page_purge_settled(a, pg);
 }
 
 size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigned pages) {
@@ -616,7 +622,7 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
         /* nothing to take (n > used: a double free in flight, which its freer reports) */
       } else if (n < used) { /* blocks still live: take the freed ones in, purge the granules they leave whole */
         page_collect(pg);
-        purged += page_purge_free(pg, opt.purge);
+        purged += page_purge_settled(a, pg);
       } else if (atomic_compare_exchange_strong_explicit(&pg->xfree, &head, 0, memory_order_acq_rel,
                                                          memory_order_relaxed)) {
         relaxed_store(pg->used, 0);
@@ -638,7 +644,6 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
     pg = next;
   }
   if (keep) remote_pages_push(a, keep, keep_last);
-  stat_add(&a->purged, (ptrdiff_t)purged);
   return purged;
 }
 
@@ -675,7 +680,7 @@ static size_t arena_reclaim_queues_locked(arena_t *a, uint64_t since, unsigned p
   if (!keyp || !busyp) return 0; /* lent for one call, or its thread is leaving */
   uintptr_t key = __atomic_exchange_n(keyp, (uintptr_t)&arena_none, __ATOMIC_ACQ_REL);
   __atomic_store_n(&a->reclaiming, 1, __ATOMIC_RELAXED);
-  size_t purged = 0, bytes = 0;
+  size_t purged = 0;
   bool done = false;
   if (os_fence_threads() && __atomic_load_n(busyp, __ATOMIC_ACQUIRE) == 0) {
     unsigned budget = pages;
@@ -691,22 +696,18 @@ static size_t arena_reclaim_queues_locked(arena_t *a, uint64_t since, unsigned p
           continue;
         }
         if (got || !pg->settled || pg->purge_used != pg->used) {
-          pg->purge_used = pg->used;
-          pg->settled = 1;
-          purged += page_purge_free(pg, opt.purge);
+          purged += page_purge_settled(a, pg);
           budget--;
         }
         ebb_assert_expensive(page_is_valid(pg));
       }
     done = budget > 0;
-    if (purged) stat_add(&a->purged, (ptrdiff_t)purged);
-    bytes = purged;
   }
   uintptr_t swapped = (uintptr_t)&arena_none;
   __atomic_compare_exchange_n(keyp, &swapped, key, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
   __atomic_store_n(&a->reclaiming, 0, __ATOMIC_RELEASE);
   if (done) a->reclaimed_at = relaxed_load(a->now);
-  return bytes;
+  return purged;
 }
 
 /* Purges every arena: abandoned ones wholly (their pages too), live ones
