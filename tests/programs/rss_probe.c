@@ -15,6 +15,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -514,100 +515,94 @@ static int mode_small(void) {
 
 /* ---------------------------------------------------------------- an idle owner */
 
-/* A thread allocates IDLE_MIB of 256-byte blocks and blocks on a barrier, alive;
- * main frees every block and then makes no allocator call. Prints how long RSS
- * took to fall back to within 8 MiB of where it was before the build. */
+/* A live thread that has gone idle: does what it built come back to the
+ * kernel once freed, by main (idle_owner) or by itself (idle_self)? */
 #define IDLE_MIB 64
 #define IDLE_COUNT (IDLE_MIB * MiB / 256)
 static void **idle_ptrs;
 static pthread_barrier_t idle_built, idle_done;
 
+/* Builds IDLE_COUNT 256-byte blocks and blocks on a barrier, alive, until
+ * main has measured; with arg set (idle_self) it first frees all but one
+ * block in 512 itself, and the rest at the end. */
 static void *idle_main(void *arg) {
-  (void)arg;
+  bool self = arg != NULL;
   for (size_t i = 0; i < IDLE_COUNT; i++) {
     idle_ptrs[i] = malloc(256);
     if (!idle_ptrs[i]) break;
     touch(idle_ptrs[i], 256, 1);
   }
+  if (self)
+    for (size_t i = 0; i < IDLE_COUNT; i++)
+      if (idle_ptrs[i] && i % 512 != 0) free(idle_ptrs[i]);
   pthread_barrier_wait(&idle_built);
   pthread_barrier_wait(&idle_done); /* alive and blocked until main has measured */
+  if (self)
+    for (size_t i = 0; i < IDLE_COUNT; i += 512) free(idle_ptrs[i]);
   return NULL;
 }
 
-static int mode_idle_owner(void) {
+/* Starts idle_main and returns once it has built (and, with self, freed). */
+static int idle_start(pthread_t *t, bool self) {
   idle_ptrs = xmap(IDLE_COUNT * sizeof(void *));
   pthread_barrier_init(&idle_built, NULL, 2);
   pthread_barrier_init(&idle_done, NULL, 2);
+  if (pthread_create(t, NULL, idle_main, self ? (void *)1 : NULL)) return printf("error: pthread_create\n"), 2;
+  pthread_barrier_wait(&idle_built);
+  return 0;
+}
+
+static void idle_stop(pthread_t t) {
+  pthread_barrier_wait(&idle_done);
+  pthread_join(t, NULL);
+}
+
+/* Polls RSS until it is within limit of base: the ms that took, or -1 after
+ * DEADLINE_MS; *r is the last reading. */
+static long wait_rss_within(size_t base, size_t limit, size_t *r) {
+  uint64_t t0 = now_ms();
+  while (now_ms() - t0 < DEADLINE_MS) {
+    sleep_ms(POLL_MS);
+    *r = rss();
+    if (*r <= base + limit) return (long)(now_ms() - t0);
+  }
+  return -1;
+}
+
+/* A thread allocates IDLE_MIB of 256-byte blocks and blocks, alive; main frees
+ * every block and then makes no allocator call. Prints how long RSS took to
+ * fall back to within 8 MiB of where it was before the build. */
+static int mode_idle_owner(void) {
   size_t base = rss();
   pthread_t t;
-  if (pthread_create(&t, NULL, idle_main, NULL)) return printf("error: pthread_create\n"), 2;
-  pthread_barrier_wait(&idle_built);
+  if (idle_start(&t, false)) return 2;
   for (size_t i = 0; i < IDLE_COUNT; i++) {
     if (!idle_ptrs[i]) return printf("error: malloc\n"), 2;
     free(idle_ptrs[i]);
   }
   size_t built = rss(), r = built;
-  uint64_t t0 = now_ms();
-  long reached = -1;
-  while (now_ms() - t0 < DEADLINE_MS) {
-    sleep_ms(POLL_MS);
-    r = rss();
-    if (r <= base + 8 * MiB) {
-      reached = (long)(now_ms() - t0);
-      break;
-    }
-  }
+  long reached = wait_rss_within(base, 8 * MiB, &r);
   struct ebb_stats st = stats();
   printf("ebb=%d built_mib=%.1f final_mib=%.1f reached_ms=%ld allocated_mib=%.1f active_mib=%.1f\n", on_ebb(),
          smib(built, base), smib(r, base), reached, mib(st.allocated), mib(st.active));
-  pthread_barrier_wait(&idle_done);
-  pthread_join(t, NULL);
+  idle_stop(t);
   return 0;
 }
 
-/* A thread allocates IDLE_MIB of 256-byte blocks, frees all but one in 512
- * itself, and blocks, alive; main makes no allocator call. Prints how long RSS
- * took to fall back to within 12 MiB of where it was before the build. */
-static void *self_main(void *arg) {
-  (void)arg;
-  for (size_t i = 0; i < IDLE_COUNT; i++) {
-    idle_ptrs[i] = malloc(256);
-    if (!idle_ptrs[i]) break;
-    touch(idle_ptrs[i], 256, 1);
-  }
-  for (size_t i = 0; i < IDLE_COUNT; i++)
-    if (idle_ptrs[i] && i % 512 != 0) free(idle_ptrs[i]);
-  pthread_barrier_wait(&idle_built);
-  pthread_barrier_wait(&idle_done);
-  for (size_t i = 0; i < IDLE_COUNT; i += 512) free(idle_ptrs[i]);
-  return NULL;
-}
-
+/* The thread frees all but one block in 512 itself before it blocks; main
+ * makes no allocator call. Prints how long RSS took to fall back to within
+ * 12 MiB of where it was before the build. */
 static int mode_idle_self(void) {
-  idle_ptrs = xmap(IDLE_COUNT * sizeof(void *));
-  pthread_barrier_init(&idle_built, NULL, 2);
-  pthread_barrier_init(&idle_done, NULL, 2);
   size_t base = rss();
   pthread_t t;
-  if (pthread_create(&t, NULL, self_main, NULL)) return printf("error: pthread_create\n"), 2;
-  pthread_barrier_wait(&idle_built);
+  if (idle_start(&t, true)) return 2;
   for (size_t i = 0; i < IDLE_COUNT; i += 512)
     if (!idle_ptrs[i]) return printf("error: malloc\n"), 2;
   size_t freed = rss(), r = freed;
-  uint64_t t0 = now_ms();
-  long reached = -1;
-  while (now_ms() - t0 < DEADLINE_MS) {
-    sleep_ms(POLL_MS);
-    r = rss();
-    if (r <= base + 12 * MiB) {
-      reached = (long)(now_ms() - t0);
-      break;
-    }
-  }
+  long reached = wait_rss_within(base, 12 * MiB, &r);
   printf("ebb=%d freed_mib=%.1f final_mib=%.1f reached_ms=%ld\n", on_ebb(), smib(freed, base), smib(r, base),
          reached);
-  pthread_barrier_wait(&idle_done);
-  pthread_join(t, NULL);
+  idle_stop(t);
   return 0;
 }
 
