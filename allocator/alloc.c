@@ -90,11 +90,12 @@ static void huge_unlink(huge_t *h) {
   spin_unlock(&a->lock);
 }
 
-/* zero: the caller needs zeroes (calloc); a fresh mapping has them, a block
- * reused from the cache is cleared (its pages are resident: no faults). */
+/* zero: the caller needs zeroes (calloc); a fresh mapping has them, what a
+ * block reused from the cache brought is cleared (its pages are resident: no
+ * faults), and the growth of a cached block grown to fit is fresh. */
 static void *huge_alloc_z(arena_t *first_class, size_t size, size_t align, bool zero) {
   thread_process_init(); /* a program's first allocation may be large */
-  bool reused;
+  size_t reused;
   huge_t *h = huge_new(size, align, &reused);
   if (!h) {
     arena_purge_all(true); /* cached memory may be what stands in the way */
@@ -104,7 +105,11 @@ static void *huge_alloc_z(arena_t *first_class, size_t size, size_t align, bool 
   huge_link(first_class, h);
   arena_note_peaks();
   track_malloc(h->user, huge_usable(h), !reused);
-  if (zero && reused) memset(h->user, 0, size);
+  if (zero && reused) {
+    size_t clear = reused < size ? reused : size;
+    memset(h->user, 0, clear);
+    track_open(h->user + clear, size - clear); /* the growth: the kernel's zeroes */
+  }
   return h->user;
 }
 

@@ -122,18 +122,20 @@ static char *cache_take(unsigned i, size_t take) {
 /* The cached extent that serves need bytes at align with the least waste:
  * one no more than a quarter larger, taken whole; else a bigger one split on a
  * region boundary (the rest stays cached); else a somewhat bigger one, taken
- * whole with its unused tail purged. *span: what the block takes. */
+ * whole with its unused tail purged. *span: what the block takes. *below: when
+ * none serves, the largest smaller one (any alignment), which huge_new grows:
+ * its resident pages become the start of the block. */
 static int cache_fit(size_t need, size_t align, size_t *span, bool *purge, int *below) {
   int whole = -1, split = -1, other = -1;
   *below = -1;
   size_t region = align_up(need, CHUNK_SIZE);
   for (unsigned i = 0; i < ncache; i++) {
     size_t len = cache[i].len;
-    if ((uintptr_t)cache[i].base % align) continue;
-    if (len < need) { /* the largest a little too small, to grow in place */
-      if (len >= need - need / 8 && (*below < 0 || len > cache[*below].len)) *below = (int)i;
+    if (len < need) {
+      if (*below < 0 || len > cache[*below].len) *below = (int)i;
       continue;
     }
+    if ((uintptr_t)cache[i].base % align) continue;
     if (len <= need + need / 4) {
       if (whole < 0 || len < cache[whole].len) whole = (int)i;
     } else if (len >= region + CHUNK_SIZE) {
@@ -185,7 +187,7 @@ static void purge_slack(char *user, size_t size, size_t span) {
   if (span > from + UNIT_SIZE) os_purge(user + from, span - from, false);
 }
 
-huge_t *huge_new(size_t size, size_t align, bool *reused) {
+huge_t *huge_new(size_t size, size_t align, size_t *reused) {
   size_t need, span = 0;
   if (align < CHUNK_SIZE) align = CHUNK_SIZE;
   if (!page_bytes(size, &need)) return NULL;
@@ -207,16 +209,31 @@ huge_t *huge_new(size_t size, size_t align, bool *reused) {
   }
   spin_unlock(&lock);
   if (!h) return NULL;
-  if (below_len) { /* a cached block a little too small: grown in place, only the growth faults */
+  /* A cached block too small: grown, in place when the range after it is free,
+   * else moved by mremap to a fresh aligned range of the full size (page
+   * tables move, no byte is copied). Its resident pages start the block, so
+   * only the growth faults; mapping afresh instead would keep both resident
+   * (malloc-large, 20 live blocks of 5-25 MiB replaced at random: the cache
+   * filled with blocks that fit no request: peak RSS 585 -> 550 MB, glibc's 534,
+   * page faults 212 k -> 168 k). */
+  if (below_len) {
     span = align_up(need, UNIT_SIZE);
-    if (!os_resize_inplace(base, below_len, span)) {
-      spin_lock(&lock);
-      cache_insert(base, below_len, map_id, 0); /* decays at the next pass */
-      spin_unlock(&lock);
-      base = NULL;
+    if ((uintptr_t)base % align == 0 && os_resize_inplace(base, below_len, span)) {
+      /* map_id stays: the growth is part of the same mapping */
+    } else {
+      char *moved = os_move_aligned(base, below_len, span, align);
+      if (moved) {
+        base = moved;
+        map_id = (uintptr_t)moved;
+      } else {
+        spin_lock(&lock);
+        cache_insert(base, below_len, map_id, 0); /* decays at the next pass */
+        spin_unlock(&lock);
+        base = NULL;
+      }
     }
   }
-  *reused = base != NULL;
+  *reused = !base ? 0 : below_len ? below_len : need; /* a grown block's growth is fresh */
   if (!base) { /* the span is rounded up to a unit: sizes that differ a little share cached blocks */
     span = align_up(need, UNIT_SIZE);
     base = os_map_aligned(span, align);

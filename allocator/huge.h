@@ -34,8 +34,9 @@ typedef struct huge {
 
 EBB_INLINE size_t huge_usable(const huge_t *h) { return relaxed_load(h->size); }
 /* A block of at least size bytes aligned to align, registered; NULL when out
- * of memory. *reused: it came from the cache (its bytes are not zero). */
-huge_t *huge_new(size_t size, size_t align, bool *reused);
+ * of memory. *reused: how many of its first bytes came from the cache and may
+ * hold old data (0: a fresh mapping, all zeroes). */
+huge_t *huge_new(size_t size, size_t align, size_t *reused);
 /* Unregisters h; with keep its span stays resident in the cache, dirty since
  * now, else it is unmapped. */
 void huge_delete(huge_t *h, bool keep, uint64_t now);

@@ -1,7 +1,7 @@
 /* Large blocks and their cache, over the fake OS and its clock: a freed block
  * stays resident and is reused without a mapping; the fit rules (taken whole
  * up to 25% larger, split on a 4 MiB boundary, or taken with its tail purged,
- * grown in place when a little too small); decay and the cap unmapping cached
+ * the largest smaller one grown, in place or moved); decay and the cap unmapping cached
  * blocks oldest first, ebb_trim; realloc growing into cached space and
  * shrinking into it; the kernel refusing mappings (fake_fail_maps,
  * fake_fail_resizes); first-class arenas leaving their memory warm (destroy,
@@ -42,6 +42,12 @@ static int mapped_at(const void *p) {
 static void fill(void *p, size_t n, unsigned seed) {
   uint64_t *w = p;
   for (size_t i = 0; i < n / 8; i++) w[i] = (i * 0x9E3779B97F4A7C15u) ^ seed;
+}
+/* Offset of the first byte of [p, p + n) that is not c, or SIZE_MAX. */
+static size_t check_byte(const char *p, size_t n, unsigned char c) {
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)p[i] != c) return i;
+  return SIZE_MAX;
 }
 /* Offset of the first word that differs, or SIZE_MAX. */
 static size_t check(const void *p, size_t n, unsigned seed) {
@@ -131,11 +137,11 @@ Test(huge, calloc_clears_a_reused_block) {
   ebb_free(q);
 }
 
-/* A cached block a little too small (>= 7/8 of the need) grows in place: the
- * address stays, only the growth is new. The range after it is made a hole
- * first (a shrink gives the tail to the cache, trim unmaps it), so mremap can
- * extend it. */
-Test(huge, a_cached_block_a_little_too_small_is_grown_in_place) {
+/* A cached block too small grows in place when the range after it is free:
+ * the address stays, only the growth is new. The range after it is made a
+ * hole first (a shrink gives the tail to the cache, trim unmaps it), so mremap
+ * can extend it. */
+Test(huge, a_cached_block_too_small_is_grown_in_place) {
   char *p = big(12 * MiB);
   cr_assert_eq(ebb_realloc(p, 7 * MiB + 512 * KiB), p);
   cr_assert_eq(huge_cache_bytes(), 4 * MiB, "the shrink cached [8 MiB, 12 MiB)");
@@ -144,9 +150,9 @@ Test(huge, a_cached_block_a_little_too_small_is_grown_in_place) {
   ebb_free(p);
   fake_reset();
   size_t active = huge_active_bytes();
-  char *q = ebb_malloc(8 * MiB + 512 * KiB); /* 8 MiB >= 7/8 of 8.5 MiB */
+  char *q = ebb_malloc(8 * MiB + 512 * KiB);
   cr_assert_eq(q, p, "the cached block was grown in place");
-  cr_assert_eq(fake_maps, 0, "no mapping");
+  cr_assert_eq(fake_maps + fake_moves, 0, "no mapping, no move");
   cr_assert_eq(fake_resizes, 1, "one mremap in place");
   cr_assert_eq((unsigned char)q[100], 0x5a, "its first pages are the resident ones");
   cr_assert_eq(huge_cache_bytes(), 0);
@@ -155,16 +161,81 @@ Test(huge, a_cached_block_a_little_too_small_is_grown_in_place) {
   ebb_free(q);
 }
 
-Test(huge, a_cached_block_well_below_the_need_is_left_alone) {
+/* Maps a page right after [p, p + n), so that mremap cannot grow it in place. */
+static void *block_after(char *p, size_t n) {
+  void *w = mmap(p + n, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  cr_assert(w == p + n, "mapped a page at the block's end");
+  return w;
+}
+
+/* Well below the need, with no room after it: the cached block is moved to a
+ * fresh range of the full size (its pages move, nothing is copied) and grown
+ * there, rather than left cached beside a fresh mapping (which kept both
+ * resident: malloc-large's peak RSS was 12 % above glibc's). */
+Test(huge, a_cached_block_well_below_the_need_is_moved_and_grown) {
   char *p = big(6 * MiB);
+  void *wall = block_after(p, 6 * MiB);
   ebb_free(p);
-  size_t leaves0 = leaves();
-  char *q = ebb_malloc(8 * MiB); /* 6 < 7/8 * 8 */
-  cr_assert_neq(q, p);
-  cr_assert_eq(fake_maps, 1 + leaves() - leaves0, "a fresh mapping (and a registry leaf if it needed one)");
-  cr_assert_eq(fake_resizes, 0);
-  cr_assert_eq(huge_cache_bytes(), 6 * MiB, "the smaller block stays cached");
+  size_t active = huge_active_bytes();
+  char *q = ebb_malloc(20 * MiB);
+  cr_assert_neq(q, p, "moved");
+  cr_assert_eq(fake_moves, 1, "by one mremap");
+  cr_assert_eq(huge_cache_bytes(), 0, "nothing stays cached");
+  cr_assert_eq(huge_active_bytes(), active + 20 * MiB);
+  cr_assert_not(mapped_at(p), "the old range is gone: its pages moved");
+  cr_assert_eq(check_byte(q, 6 * MiB, 0x5a), SIZE_MAX, "the first 6 MiB are the cached block's pages");
+  cr_assert_eq(check_byte(q + 6 * MiB, 14 * MiB, 0), SIZE_MAX, "the growth is fresh");
+  memset(q, 1, 20 * MiB);
   ebb_free(q);
+  munmap(wall, 4096);
+}
+
+/* The largest smaller block is the one grown: the most resident pages reused. */
+Test(huge, the_largest_smaller_cached_block_is_the_one_grown) {
+  char *a = big(5 * MiB), *b = big(9 * MiB);
+  void *wa = block_after(a, 5 * MiB), *wb = block_after(b, 9 * MiB);
+  ebb_free(a);
+  ebb_free(b);
+  fake_reset();
+  char *q = ebb_malloc(16 * MiB);
+  cr_assert_eq(fake_moves, 1);
+  cr_assert_eq(huge_cache_bytes(), 5 * MiB, "the 5 MiB block stays cached");
+  cr_assert_not(mapped_at(b), "the 9 MiB block moved");
+  cr_assert(mapped_at(a));
+  ebb_free(q);
+  munmap(wa, 4096);
+  munmap(wb, 4096);
+}
+
+/* calloc over a grown block: the reused start is cleared, the growth is the
+ * kernel's zeroes; every byte reads 0. */
+Test(huge, calloc_over_a_moved_and_grown_block_is_all_zero) {
+  char *p = big(6 * MiB);
+  void *wall = block_after(p, 6 * MiB);
+  ebb_free(p);
+  char *q = ebb_calloc(1, 15 * MiB);
+  cr_assert_eq(fake_moves, 1, "the cached block was grown");
+  cr_assert_eq(check_byte(q, 15 * MiB, 0), SIZE_MAX, "every byte is zero");
+  ebb_free(q);
+  munmap(wall, 4096);
+}
+
+/* When the kernel refuses the move, the block stays cached and a fresh
+ * mapping serves the request. */
+Test(huge, a_refused_move_leaves_the_block_cached) {
+  char *p = big(6 * MiB);
+  void *wall = block_after(p, 6 * MiB);
+  ebb_free(p);
+  fake_fail_resizes = 2; /* the in-place growth and the move */
+  char *q = ebb_malloc(12 * MiB);
+  cr_assert_not_null(q);
+  cr_assert_neq(q, p);
+  cr_assert_eq(fake_refused, 2);
+  cr_assert_eq(huge_cache_bytes(), 6 * MiB, "the refused block went back to the cache");
+  cr_assert(mapped_at(p));
+  memset(q, 2, 12 * MiB);
+  ebb_free(q);
+  munmap(wall, 4096);
 }
 
 /* ---------------------------------------------------------------- the fit bound */
@@ -532,21 +603,21 @@ Test(huge, a_usable_cached_block_needs_no_mapping) {
   cr_assert_eq(fake_refused, 0);
 }
 
-Test(huge, a_refused_in_place_growth_falls_back_to_a_fresh_mapping) {
+Test(huge, a_refused_in_place_growth_moves_the_block_instead) {
   char *p = big(12 * MiB);
   cr_assert_eq(ebb_realloc(p, 7 * MiB + 512 * KiB), p);
   ebb_trim(); /* a hole after [p, p+8M) */
   ebb_free(p);
   fake_reset();
   fake_fail_resizes = 1;
-  size_t leaves0 = leaves();
   char *q = ebb_malloc(8 * MiB + 512 * KiB);
   cr_assert_not_null(q);
   cr_assert_eq(fake_refused, 1, "the growth in place was tried");
+  cr_assert_eq(fake_moves, 1, "then the move");
   cr_assert_neq(q, p);
-  cr_assert_eq(fake_maps, 1 + leaves() - leaves0);
-  cr_assert_eq(huge_cache_bytes(), 8 * MiB, "the cached block stays cached");
-  cr_assert(mapped_at(p));
+  cr_assert_eq(huge_cache_bytes(), 0, "the cached block became the new one");
+  cr_assert_not(mapped_at(p));
+  cr_assert_eq((unsigned char)q[7 * MiB], 0x5a, "with its pages");
   memset(q, 1, 8 * MiB + 512 * KiB);
 }
 
