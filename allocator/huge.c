@@ -218,20 +218,17 @@ huge_t *huge_new(size_t size, size_t align, size_t *reused) {
    * page faults 212 k -> 168 k). */
   if (below_len) {
     span = align_up(need, UNIT_SIZE);
-    if ((uintptr_t)base % align == 0 && os_resize_inplace(base, below_len, span)) {
-      /* map_id stays: the growth is part of the same mapping */
-    } else {
-      char *moved = os_move_aligned(base, below_len, span, align);
-      if (moved) {
-        base = moved;
-        map_id = (uintptr_t)moved;
-      } else {
-        spin_lock(&lock);
-        cache_insert(base, below_len, map_id, 0); /* decays at the next pass */
-        spin_unlock(&lock);
-        base = NULL;
-      }
+    char *grown = (uintptr_t)base % align == 0 && os_resize_inplace(base, below_len, span)
+                      ? base /* the growth joins the same mapping: map_id stays */
+                      : os_move_aligned(base, below_len, span, align);
+    if (!grown) {
+      spin_lock(&lock);
+      cache_insert(base, below_len, map_id, 0); /* decays at the next pass */
+      spin_unlock(&lock);
+    } else if (grown != base) {
+      map_id = (uintptr_t)grown;
     }
+    base = grown;
   }
   *reused = !base ? 0 : below_len ? below_len : need; /* a grown block's growth is fresh */
   if (!base) { /* the span is rounded up to a unit: sizes that differ a little share cached blocks */
