@@ -278,7 +278,7 @@ EBB_INLINE void free_fast(void *p) {
     if (likely(page_is_block(pg, p) && !block_cookie_is(b, cookie))) {
       owner_busy_inc();
       uintptr_t key = __atomic_load_n(&arena_free_key, __ATOMIC_ACQUIRE);
-      if (likely(relaxed_load(pg->fast_owner) == (arena_t *)key)) {
+      if (likely(fast_load(pg->fast_owner) == (arena_t *)key)) {
         if (arena_page_push_emptied(pg, b, cookie))
           arena_free_local_slow_leave((arena_t *)key, pg); /* a tail call; ends the window */
         else

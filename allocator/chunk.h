@@ -41,7 +41,7 @@ EBB_INLINE page_t *chunk_page_of(chunk_t *c, const void *p) {
   /* &c->pages[unit of p], with one shift and one mask (descriptors are 256 bytes) */
   size_t off = ((uintptr_t)p >> (UNIT_SHIFT - 8)) & ((CHUNK_UNITS - 1) << 8);
   page_t *pg = (page_t *)((char *)c + offsetof(chunk_t, pages) + off);
-  return (page_t *)((char *)pg - relaxed_load(pg->head_back));
+  return (page_t *)((char *)pg - fast_load(pg->head_back));
 }
 
 /* A chunk for arena a, registered: from the pool (warm first; its resident

@@ -75,6 +75,18 @@
 #define owner_add(x, n) ((x) += (n))
 #endif
 
+/* A relaxed_load on the free fast path. GCC never folds an atomic load into
+ * the instruction that uses it (a compare, a subtract, a multiply with a
+ * memory operand), so each costs a move of its own: six on free's path. The
+ * release build reads those fields plainly, as it adds with owner_add, for
+ * the same reason (an aligned load is never seen half done); the
+ * ThreadSanitizer build keeps the atomic form. Only for a value read once. */
+#ifdef EBB_TSAN
+#define fast_load(x) relaxed_load(x)
+#else
+#define fast_load(x) (x)
+#endif
+
 /* Fatal path: writes "ebb: <func>: <msg> 0x<ptr>" to fd 2 and aborts. Never
  * allocates (formats into a stack buffer). */
 __attribute__((noreturn, cold)) void ebb_fatal(const char *func, const char *msg, const void *p);

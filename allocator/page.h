@@ -36,8 +36,8 @@ typedef struct page {
   /* line 0: read by every free; written on slow paths, and by page_bump while the page is fresh */
   uint64_t magic;         /* class magic, for offset → index; 0 when the unit serves no class */
   char *start;            /* first byte of the span */
+  uint64_t blk_limit;     /* carved blocks times the class's e: page_is_block's one compare (sizeclass.h); 64-bit so the compare takes it as a memory operand */
   uint32_t carved_end;    /* bump pointer: blocks below it were handed out at least once, offsets at or past it are no block */
-  uint32_t blk_limit;     /* carved blocks times the class's e: page_is_block's one compare (sizeclass.h) */
   uint32_t block_size;    /* class size */
   uint32_t capacity;      /* blocks that fit */
   uint8_t cls;            /* size class, PAGE_UNUSED, or PAGE_TAIL (a later unit of a span) */
@@ -45,10 +45,9 @@ typedef struct page {
   uint8_t sub_shift;      /* log2 of the purge granule */
   uint8_t bump;           /* fresh blocks are bumped (first-class arenas), else carved into the list */
   uint32_t blk_step;      /* the class's e = magic * block_size mod 2^64: what a bumped block adds to blk_limit */
-  uint64_t purged;        /* granules returned to the kernel; their free blocks are parked */
   uint16_t head_back;     /* bytes back to the span's head descriptor (0 unless PAGE_TAIL) */
   uint16_t tc_off;        /* the thread-cache slot a free of its blocks may use, as a byte offset: TC_OFF(cls or TC_NONE) */
-  uint32_t pad32;
+  uint64_t purged;        /* granules returned to the kernel; their free blocks are parked */
   struct arena *fast_owner; /* the owner while its frees may take the fast path, else NULL (never a thread's arena) */
   /* line 1: the owner's */
   union {
@@ -87,7 +86,7 @@ EBB_INLINE uint64_t page_cookie(const block_t *b) { return page_key ^ (uint64_t)
  * copy we compare is defined, and the block's bytes keep their state. */
 EBB_INLINE bool block_cookie_is(const block_t *b, uint64_t cookie) {
   track_quiet_begin();
-  uint64_t c = relaxed_load(b->cookie);
+  uint64_t c = fast_load(b->cookie);
   track_quiet_end();
   track_open(&c, sizeof c);
   return c == cookie;
@@ -154,8 +153,8 @@ EBB_INLINE void page_set_cache(page_t *pg) {
  * one compare (sizeclass.h), and false for any descriptor that serves no class
  * (blk_limit 0). */
 EBB_INLINE bool page_is_block(const page_t *pg, const void *p) {
-  uint32_t off = (uint32_t)((const char *)p - relaxed_load(pg->start));
-  return (uint64_t)off * relaxed_load(pg->magic) < relaxed_load(pg->blk_limit);
+  uint32_t off = (uint32_t)((const char *)p - fast_load(pg->start));
+  return (uint64_t)off * fast_load(pg->magic) < fast_load(pg->blk_limit);
 }
 
 /* Sets the bump pointer: blocks below end (a multiple of the block size) were
