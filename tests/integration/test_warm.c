@@ -171,15 +171,22 @@ Test(warm, requests_with_malloc_and_free) { requests(REQ_MALLOC); }
 /* ---------------------------------------------------------------- a growing vector */
 
 #define VEC_MAX (64 * MiB)
-#define VEC_CYCLES 6
+#define VEC_CYCLES 8
 
 /* A vector grown by realloc from 1 KiB to 64 MiB by 1.5x, every new page
  * written as it fills, then freed; repeated. The first cycle faults its 64 MiB
  * in; later ones take the cached 64 MiB back (split, then grown into the rest
- * of it in place). Bound: 10 faults a cycle (0 expected). */
+ * of it in place). Bound: 10 faults a cycle (0 expected). What a cycle reuses
+ * was freed during the cycle before, so a cycle is held to the bound only when
+ * it and the one before together took less than the decay time: on a loaded
+ * machine a stalled cycle gives decay the time to return that memory, as it
+ * should. At least two cycles must be checked. */
 Test(warm, vector_growth_by_realloc_reuses_its_memory) {
+  uint64_t prev_ms = 0;
+  int checked = 0;
   for (int cycle = 0; cycle < VEC_CYCLES; cycle++) {
     long f0 = minflt();
+    uint64_t t0 = now_ms();
     size_t cap = KiB, used = 0;
     char *v = malloc(cap);
     cr_assert_not_null(v);
@@ -200,12 +207,19 @@ Test(warm, vector_growth_by_realloc_reuses_its_memory) {
     }
     free(v);
     long faults = minflt() - f0;
-    cr_log_info("vector growth cycle %d: %ld faults", cycle, faults);
-    if (cycle == 0)
+    uint64_t ms = now_ms() - t0;
+    cr_log_info("vector growth cycle %d: %ld faults, %llu ms", cycle, faults, (unsigned long long)ms);
+    if (cycle == 0) {
       cr_assert_geq(faults, (long)(VEC_MAX / PAGE / 2), "the first cycle faults its memory in (%ld)", faults);
-    else
-      cr_assert_leq(faults, 10, "cycle %d of growing a vector to 64 MiB: %ld page faults", cycle, faults);
+    } else if (prev_ms + ms < decay_ms()) {
+      cr_assert_leq(faults, 10, "cycle %d of growing a vector to 64 MiB: %ld page faults (%llu ms, %llu before)",
+                    cycle, faults, (unsigned long long)ms, (unsigned long long)prev_ms);
+      checked++;
+    }
+    prev_ms = ms;
   }
+  cr_assert_geq(checked, 2, "only %d cycles ran within the decay time of the cycle before: the machine is too loaded",
+                checked);
 }
 
 /* ---------------------------------------------------------------- memory goes back */

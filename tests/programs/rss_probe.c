@@ -359,7 +359,7 @@ static int mode_large(void) {
   long reached = -1;
   for (;;) {
     uint64_t t = now_ms();
-    if (with_big - r >= 60 * MiB) {
+    if (r < with_big && with_big - r >= 60 * MiB) { /* RSS may also have grown a page: no unsigned wrap */
       reached = (long)(t - t0);
       break;
     }
