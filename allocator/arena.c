@@ -360,12 +360,28 @@ static void push_remote(arena_t *owner, page_t *pg, block_t *b) {
   uintptr_t old = atomic_load_explicit(&pg->xfree, memory_order_relaxed);
   do {
     track_open(b, sizeof *b);
-    b->next = (block_t *)(old & ~XFREE_FULL);
+    b->next = XFREE_HEAD(old);
     relaxed_store(b->cookie, page_cookie(b));
     track_close(b, sizeof *b);
-  } while (!atomic_compare_exchange_weak_explicit(&pg->xfree, &old, (uintptr_t)b, memory_order_acq_rel,
-                                                  memory_order_relaxed));
+  } while (!atomic_compare_exchange_weak_explicit(&pg->xfree, &old,
+                                                  (old & ~(XFREE_ONE - 1)) + XFREE_ONE + (uintptr_t)b,
+                                                  memory_order_acq_rel, memory_order_relaxed));
   if (old & XFREE_FULL) remote_pages_push(owner, pg, pg); /* we cleared the flag: hand the page back to its owner */
+}
+
+/* Pushes first..last, n blocks already linked and each carrying its cookie
+ * (a run of one page's blocks from a thread cache), onto pg's remote list
+ * with one compare-and-swap: what push_remote does for each, in one step. */
+static void push_remote_run(arena_t *owner, page_t *pg, block_t *first, block_t *last, uint32_t n) {
+  uintptr_t old = atomic_load_explicit(&pg->xfree, memory_order_relaxed);
+  do {
+    track_open(last, sizeof *last);
+    last->next = XFREE_HEAD(old);
+    track_close(last, sizeof *last);
+  } while (!atomic_compare_exchange_weak_explicit(&pg->xfree, &old,
+                                                  (old & ~(XFREE_ONE - 1)) + n * XFREE_ONE + (uintptr_t)first,
+                                                  memory_order_acq_rel, memory_order_relaxed));
+  if (old & XFREE_FULL) remote_pages_push(owner, pg, pg);
 }
 
 void arena_free_remote(arena_t *owner, page_t *pg, block_t *b) {
@@ -384,7 +400,10 @@ static uint32_t tcache_held(arena_t *a, unsigned c) {
 
 /* Sends all but the newest `keep` blocks of class cls's thread cache home:
  * this arena's to their pages' lists (the local free's bookkeeping, slow cases
- * included), other arenas' onto their pages' remote lists (one CAS a block).
+ * included), other arenas' onto their pages' remote lists, one CAS for each
+ * run of blocks of one page (a consumer frees a producer's blocks in the order
+ * they were made, so its cache holds long runs of one page: snmalloc batches
+ * its remote frees by destination in the same spirit).
  * The cache's state is whole before any block goes home: a local free's slow
  * path may run a decay pass, which flushes the cache again. */
 static void tcache_flush(arena_t *a, unsigned cls, uint32_t keep) {
@@ -411,10 +430,18 @@ static void tcache_flush(arena_t *a, unsigned cls, uint32_t keep) {
     chunk_t *c = chunk_of(b);
     page_t *pg = chunk_page_of(c, b);
     arena_t *owner = relaxed_load(c->arena);
-    if (owner == a)
+    if (owner == a) {
       arena_return_local(a, pg, b);
-    else
-      push_remote(owner, pg, b);
+    } else { /* the run of pg's blocks that starts here, already linked */
+      block_t *last = b;
+      uint32_t n = 1;
+      while (next && chunk_of(next) == c && chunk_page_of(c, next) == pg) {
+        last = next;
+        next = block_next(next);
+        n++;
+      }
+      push_remote_run(owner, pg, b, last, n);
+    }
     b = next;
   }
 }
@@ -617,7 +644,7 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
     if (__atomic_load_n(&pg->full, __ATOMIC_ACQUIRE) && pg->cls < NCLASSES) {
       uintptr_t head = atomic_load_explicit(&pg->xfree, memory_order_acquire);
       uint32_t used = relaxed_load(pg->used), n = 0;
-      for (block_t *b = (block_t *)head; b && n <= used; b = block_next(b)) n++;
+      for (block_t *b = XFREE_HEAD(head); b && n <= used; b = block_next(b)) n++;
       if (!head || (head & XFREE_FULL) || n > used) {
         /* nothing to take (n > used: a double free in flight, which its freer reports) */
       } else if (n < used) { /* blocks still live: take the freed ones in, purge the granules they leave whole */

@@ -48,18 +48,29 @@ EBB_INLINE block_t *block_next(block_t *b) {
   return n;
 }
 
+/* The heavy debug build's check of the count xfree carries. */
+__attribute__((unused)) static bool xfree_count_is(block_t *head, uint32_t n) {
+  uint32_t k = 0;
+  for (block_t *b = head; b && k <= n; b = block_next(b)) k++;
+  return k == n;
+}
+
 uint32_t page_collect(page_t *pg) {
   uintptr_t x = atomic_load_explicit(&pg->xfree, memory_order_relaxed);
   if ((x & ~XFREE_FULL) == 0) return 0;
   /* Only the owner sets XFREE_FULL, and a remote push clears it, so a list
    * with blocks never carries the flag and exchanging with 0 loses nothing. */
-  block_t *head = (block_t *)atomic_exchange_explicit(&pg->xfree, 0, memory_order_acquire);
-  uint32_t n = 1;
-  block_t *last = head;
-  for (block_t *nx; (nx = block_next(last)) != NULL; last = nx) n++;
-  track_open(last, sizeof *last);
-  last->next = pg->free;
-  track_close(last, sizeof *last);
+  x = atomic_exchange_explicit(&pg->xfree, 0, memory_order_acquire);
+  block_t *head = XFREE_HEAD(x);
+  uint32_t n = XFREE_COUNT(x);
+  ebb_assert_expensive(xfree_count_is(head, n));
+  if (pg->free) { /* a decay pass or a taker: splice at the list's tail */
+    block_t *last = head;
+    for (block_t *nx; (nx = block_next(last)) != NULL;) last = nx;
+    track_open(last, sizeof *last);
+    last->next = pg->free;
+    track_close(last, sizeof *last);
+  }
   pg->free = head;
   ebb_assert(pg->used >= n);
   relaxed_store(pg->used, pg->used - n);

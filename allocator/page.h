@@ -16,7 +16,19 @@ typedef struct block {
   uint64_t cookie;    /* page_cookie(b) while free, 0 once handed out */
 } block_t;
 
+/* xfree, a page's remote-free stack in one word: the head block's address
+ * (below 2^47, as the chunk map assumes), the count of blocks on the stack in
+ * the top 16 bits (a page holds at most XFREE_COUNT_MAX blocks: test_sizeclass),
+ * and in bit 0 XFREE_FULL. A push adds XFREE_ONE and sets the address with
+ * its one CAS, so the owner knows how many blocks it collects without walking
+ * them: each is a line another core wrote, and the walk was a quarter of a
+ * producer's time (bench/prodcons). */
 #define XFREE_FULL ((uintptr_t)1) /* in xfree: the page is off its queue (full) */
+#define XFREE_COUNT_SHIFT 48
+#define XFREE_ONE ((uintptr_t)1 << XFREE_COUNT_SHIFT)
+#define XFREE_COUNT_MAX 0xffffu
+#define XFREE_HEAD(x) ((block_t *)((x) & (XFREE_ONE - 1) & ~XFREE_FULL))
+#define XFREE_COUNT(x) ((uint32_t)((x) >> XFREE_COUNT_SHIFT))
 
 enum { PAGE_UNUSED = 0xff, PAGE_TAIL = 0xfe }; /* values of page.cls besides real classes */
 
@@ -68,7 +80,7 @@ typedef struct page {
   uint32_t bump_end;       /* malloc may bump carved_end up to here (0 or carved_end: no bumping) */
   struct arena *owner;      /* the arena whose pages these are */
   /* line 2: other threads' */
-  _Atomic(uintptr_t) xfree; /* remote frees (a stack), low bit XFREE_FULL */
+  _Atomic(uintptr_t) xfree; /* remote frees (a stack): head, count, XFREE_FULL (above) */
   struct page *remote_next; /* arena remote_pages stack */
   uint64_t pad2[6];
   uint64_t pad3[8]; /* a fourth line, so a descriptor is found with a shift (256 bytes) */

@@ -41,9 +41,10 @@ static void push(page_t *pg, void *p) {
 
 static void remote_push(page_t *pg, void *p) {
   block_t *b = p;
-  b->next = (block_t *)atomic_load(&pg->xfree);
+  uintptr_t x = atomic_load(&pg->xfree);
+  b->next = XFREE_HEAD(x);
   b->cookie = page_cookie(b);
-  atomic_store(&pg->xfree, (uintptr_t)b);
+  atomic_store(&pg->xfree, (x & ~(XFREE_ONE - 1)) + XFREE_ONE + (uintptr_t)b);
 }
 
 static void yields_every_block_once(page_t *pg) {

@@ -1,7 +1,9 @@
 /* Size classes: every size maps to a class that fits it, the waste bound holds,
- * the page geometry of every class is sound, and the multiply-based division
+ * the page geometry of every class is sound (its block count fits the count
+ * a page's remote list carries), and the multiply-based division
  * agrees with real division. */
 #include <criterion/criterion.h>
+#include "page.h"
 #include "sizeclass.h"
 
 static void setup(void) { sizeclass_init(); }
@@ -35,6 +37,7 @@ Test(sizeclass, page_geometry_wastes_at_most_an_eighth) {
     size_t span = ci->units * UNIT_SIZE;
     cr_assert(ci->units >= 1 && ci->units <= 32);
     cr_assert_geq(ci->count, 1);
+    cr_assert_leq(ci->count, XFREE_COUNT_MAX, "class %u: %u blocks overflow the remote list's count", c, ci->count);
     cr_assert_leq((size_t)ci->count * ci->size, span);
     cr_assert_leq((span - (size_t)ci->count * ci->size) * 8, span, "class %u", c);
     cr_assert_leq(span >> ci->sub_shift, 64);

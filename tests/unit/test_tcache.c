@@ -244,6 +244,80 @@ Test(tcache, another_threads_block_in_a_full_cache_sends_the_older_half_home) {
   cr_assert_eq(pages_used(v, (int)fg_cap), fg_used0 - collected);
 }
 
+/* A flush sends each run of one page's blocks with one push (tcache_flush):
+ * whatever the runs, every flushed block ends on its own page's remote list,
+ * once, with its cookie (so a second free of it is still caught), and nothing
+ * else does. The oldest blocks the thread cached (the half a flush sends)
+ * alternate between two pages (runs of one) and then follow in address order
+ * (long runs). */
+enum { RN = 600 };
+static void *rv[RN];
+static int rorder[RN];
+
+static void *free_in_runs(void *arg) {
+  (void)arg;
+  unsigned c = size_class(256);
+  ebb_free(ebb_malloc(256)); /* an arena, and the class's cache set up */
+  arena_t *a = arena_tls;
+  uint32_t cap = a->tc_cap[c], kept = cap / 2, flushed = cap - 1 - kept;
+  cr_assert_lt(cap, RN / 2);
+  /* the order: flushed/2 blocks alternating between rv[0..] and rv[RN/2..],
+   * then rv[flushed/2 ..] in address order, then the rest */
+  int n = 0, half = (int)flushed / 2;
+  for (int i = 0; i < half; i++) rorder[n++] = (i % 2) ? RN / 2 + i : i;
+  for (int i = half; n < (int)cap; i++) rorder[n++] = i;
+  for (uint32_t i = 0; i < cap; i++) ebb_free(rv[rorder[i]]); /* the last one flushes */
+  cr_assert_eq(held(a, c), kept + 1);
+  /* walk every page's remote list */
+  page_t *pages[16];
+  int np = 0;
+  for (int i = 0; i < RN; i++) {
+    page_t *pg = page_of(rv[i]);
+    int k = 0;
+    while (k < np && pages[k] != pg) k++;
+    if (k == np) {
+      cr_assert_lt(np, 16);
+      pages[np++] = pg;
+    }
+  }
+  static bool seen[RN];
+  uint32_t total = 0;
+  for (int k = 0; k < np; k++) {
+    uintptr_t x = atomic_load(&pages[k]->xfree);
+    uint32_t on_list = 0;
+    for (block_t *b = XFREE_HEAD(x); b; b = b->next) {
+      int idx = -1;
+      for (uint32_t i = 0; i < flushed; i++)
+        if (rv[rorder[i]] == b) idx = rorder[i];
+      cr_assert_geq(idx, 0, "block %p on a remote list was not among the flushed", (void *)b);
+      cr_assert_not(seen[idx], "block %p twice on the remote lists", (void *)b);
+      seen[idx] = true;
+      cr_assert_eq(page_of(b), pages[k], "block %p on another page's remote list", (void *)b);
+      cr_assert(block_cookie_is(b, page_cookie(b)), "block %p lost its cookie", (void *)b);
+      cr_assert_not(ebb_owns(b));
+      total++;
+      on_list++;
+    }
+    cr_assert_eq(XFREE_COUNT(x), on_list, "page %d: the remote list holds %u blocks, its count says %u", k, on_list,
+                 XFREE_COUNT(x));
+  }
+  cr_assert_eq(total, flushed, "%u blocks on the remote lists, %u flushed", total, flushed);
+  return NULL;
+}
+
+Test(tcache, a_flush_pushes_each_pages_run_once_and_loses_no_block) {
+  for (int i = 0; i < RN; i++) rv[i] = ebb_malloc(256);
+  cr_assert_neq(page_of(rv[0]), page_of(rv[RN / 2]), "the two ends share a page: no alternation to test");
+  pthread_t t;
+  pthread_create(&t, NULL, free_in_runs, NULL);
+  pthread_join(t, NULL);
+  for (int i = 0; i < RN; i++) page_collect(page_of(rv[i]));
+  for (int i = 0; i < RN; i++) {
+    void *p = ebb_malloc(256);
+    cr_assert(p && ebb_owns(p));
+  }
+}
+
 /* ---------------------------------------------------------------- never cached */
 
 static ebb_arena_t *fc;
