@@ -272,7 +272,7 @@ EBB_INLINE void free_fast(void *p) {
    * transfer, not a shared read and then an upgrade (larson: half of free's time). */
   prefetch_for_write(p);
   if (likely(registry_in_chunk(p))) { /* never for NULL */
-    page_t *pg = chunk_page_of(chunk_of(p), p);
+    page_t *pg = chunk_unit_page(chunk_of(p), p); /* a span's later unit says "no block": the slow path */
     block_t *b = p;
     uint64_t cookie = page_cookie(b); /* loaded once: the stores below might alias page_key */
     if (likely(page_is_block(pg, p) && !block_cookie_is(b, cookie))) {
