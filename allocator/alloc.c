@@ -216,6 +216,25 @@ EBB_INLINE void free_other(uintptr_t key, void *p, page_t *pg) {
     free_block(p, "free");
 }
 
+/* free_server's cases off its own path, each a tail call from it: the slot
+ * was empty (the class's mallocs take from the cache again, and a slow-path
+ * event is counted), or full. */
+static EBB_NOINLINE void free_server_was_empty(arena_t *a, size_t off) {
+  arena_set_src(a, TC_OF(off), &((tcache_t *)((char *)a->tc + off))->fl);
+  if (unlikely(--a->tick < 0)) arena_tick(a);
+}
+
+static EBB_NOINLINE void free_server_full(uintptr_t key, void *p, page_t *pg, uint64_t cookie) {
+  arena_t *a = (arena_t *)(key - 1);
+  if (relaxed_load(pg->fast_owner) == a) {
+    arena_page_push(a, pg, (block_t *)p, cookie);
+    owner_busy_dec();
+    return;
+  }
+  owner_busy_dec();
+  free_other(key, p, pg);
+}
+
 /* A server's thread's free (key has bit 0 set): into the thread cache while
  * the slot of pg->tc_off has room, whoever's block it is, else as any other
  * thread's. Inlined into free_fast for the push into a slot with room, its
@@ -236,25 +255,6 @@ EBB_INLINE void free_other(uintptr_t key, void *p, page_t *pg) {
  * blocks all go round through its cache still reads the clock and runs its
  * decay. arena_none's slots have room 0: it is never written (and its key
  * never has bit 0 set). */
-/* free_server's cases off its own path, each a tail call from it: the slot
- * was empty (the class's mallocs take from the cache again, and a slow-path
- * event is counted), or full. */
-static EBB_NOINLINE void free_server_was_empty(arena_t *a, size_t off) {
-  arena_set_src(a, TC_OF(off), &((tcache_t *)((char *)a->tc + off))->fl);
-  if (unlikely(--a->tick < 0)) arena_tick(a);
-}
-
-static EBB_NOINLINE void free_server_full(uintptr_t key, void *p, page_t *pg, uint64_t cookie) {
-  arena_t *a = (arena_t *)(key - 1);
-  if (relaxed_load(pg->fast_owner) == a) {
-    arena_page_push(a, pg, (block_t *)p, cookie);
-    owner_busy_dec();
-    return;
-  }
-  owner_busy_dec();
-  free_other(key, p, pg);
-}
-
 EBB_INLINE void free_server(uintptr_t key, void *p, page_t *pg, uint64_t cookie) {
   arena_t *a = (arena_t *)(key - 1);
   block_t *b = p;

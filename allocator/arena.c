@@ -356,32 +356,25 @@ static void remote_pages_push(arena_t *a, page_t *first, page_t *last) {
 }
 
 /* One CAS pushes b onto its page's remote list (b is already free to memcheck). */
-static void push_remote(arena_t *owner, page_t *pg, block_t *b) {
-  uintptr_t old = atomic_load_explicit(&pg->xfree, memory_order_relaxed);
-  do {
-    track_open(b, sizeof *b);
-    b->next = XFREE_HEAD(old);
-    relaxed_store(b->cookie, page_cookie(b));
-    track_close(b, sizeof *b);
-  } while (!atomic_compare_exchange_weak_explicit(&pg->xfree, &old,
-                                                  (old & ~(XFREE_ONE - 1)) + XFREE_ONE + (uintptr_t)b,
-                                                  memory_order_acq_rel, memory_order_relaxed));
-  if (old & XFREE_FULL) remote_pages_push(owner, pg, pg); /* we cleared the flag: hand the page back to its owner */
-}
-
 /* Pushes first..last, n blocks already linked and each carrying its cookie
- * (a run of one page's blocks from a thread cache), onto pg's remote list
- * with one compare-and-swap: what push_remote does for each, in one step. */
+ * (one block, or a run of one page's blocks from a thread cache), onto pg's
+ * remote list with one compare-and-swap. */
 static void push_remote_run(arena_t *owner, page_t *pg, block_t *first, block_t *last, uint32_t n) {
   uintptr_t old = atomic_load_explicit(&pg->xfree, memory_order_relaxed);
   do {
     track_open(last, sizeof *last);
     last->next = XFREE_HEAD(old);
     track_close(last, sizeof *last);
-  } while (!atomic_compare_exchange_weak_explicit(&pg->xfree, &old,
-                                                  (old & ~(XFREE_ONE - 1)) + n * XFREE_ONE + (uintptr_t)first,
-                                                  memory_order_acq_rel, memory_order_relaxed));
-  if (old & XFREE_FULL) remote_pages_push(owner, pg, pg);
+  } while (!atomic_compare_exchange_weak_explicit(&pg->xfree, &old, XFREE_PUSHED(old, first, n), memory_order_acq_rel,
+                                                  memory_order_relaxed));
+  if (old & XFREE_FULL) remote_pages_push(owner, pg, pg); /* we cleared the flag: hand the page back to its owner */
+}
+
+static void push_remote(arena_t *owner, page_t *pg, block_t *b) {
+  track_open(b, sizeof *b);
+  relaxed_store(b->cookie, page_cookie(b));
+  track_close(b, sizeof *b);
+  push_remote_run(owner, pg, b, b, 1);
 }
 
 void arena_free_remote(arena_t *owner, page_t *pg, block_t *b) {
@@ -435,7 +428,7 @@ static void tcache_flush(arena_t *a, unsigned cls, uint32_t keep) {
     } else { /* the run of pg's blocks that starts here, already linked */
       block_t *last = b;
       uint32_t n = 1;
-      while (next && chunk_of(next) == c && chunk_page_of(c, next) == pg) {
+      while (next && chunk_page_of(chunk_of(next), next) == pg) {
         last = next;
         next = block_next(next);
         n++;
@@ -624,8 +617,8 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
  * remote_pages, which this empties first, or by freeing a block of its own
  * into it (arena_return_slow, under the lock this holds); and it holds no
  * block of a page whose every block is on the remote list. The test: the
- * remote list, walked from a head read once (pushes only add above it),
- * holds `used` blocks; one compare-and-swap then takes it (a push since is a
+ * count in the remote list's word, read once, is `used`; one compare-and-swap
+ * of that word then takes the list (a push since is a
  * double free, which its freer has already reported). Such a page goes back to
  * its chunk, dirty since `since`. A page with live blocks left gets its remote
  * frees collected and its wholly free granules purged, as a decay pass would
@@ -643,9 +636,8 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
      * only arena_return_slow clears it for a page on remote_pages, under the lock */
     if (__atomic_load_n(&pg->full, __ATOMIC_ACQUIRE) && pg->cls < NCLASSES) {
       uintptr_t head = atomic_load_explicit(&pg->xfree, memory_order_acquire);
-      uint32_t used = relaxed_load(pg->used), n = 0;
-      for (block_t *b = XFREE_HEAD(head); b && n <= used; b = block_next(b)) n++;
-      if (!head || (head & XFREE_FULL) || n > used) {
+      uint32_t used = relaxed_load(pg->used), n = XFREE_COUNT(head);
+      if (!n || n > used) {
         /* nothing to take (n > used: a double free in flight, which its freer reports) */
       } else if (n < used) { /* blocks still live: take the freed ones in, purge the granules they leave whole */
         page_collect(pg);

@@ -29,6 +29,9 @@ typedef struct block {
 #define XFREE_COUNT_MAX 0xffffu
 #define XFREE_HEAD(x) ((block_t *)((x) & (XFREE_ONE - 1) & ~XFREE_FULL))
 #define XFREE_COUNT(x) ((uint32_t)((x) >> XFREE_COUNT_SHIFT))
+/* The word after pushing n blocks, head first, onto the stack `old` (the
+ * count grows by n, the flag clears). */
+#define XFREE_PUSHED(old, head, n) (((old) & ~(XFREE_ONE - 1)) + (uintptr_t)(n) * XFREE_ONE + (uintptr_t)(head))
 
 enum { PAGE_UNUSED = 0xff, PAGE_TAIL = 0xfe }; /* values of page.cls besides real classes */
 

@@ -44,7 +44,7 @@ static void remote_push(page_t *pg, void *p) {
   uintptr_t x = atomic_load(&pg->xfree);
   b->next = XFREE_HEAD(x);
   b->cookie = page_cookie(b);
-  atomic_store(&pg->xfree, (x & ~(XFREE_ONE - 1)) + XFREE_ONE + (uintptr_t)b);
+  atomic_store(&pg->xfree, XFREE_PUSHED(x, b, 1));
 }
 
 static void yields_every_block_once(page_t *pg) {
