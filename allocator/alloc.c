@@ -353,8 +353,15 @@ static void *calloc_in(arena_t *a, size_t n, size_t size, bool first_class) {
   if (__builtin_mul_overflow(n, size, &total)) return fail_nomem();
   if (total > CLASS_MAX_SIZE)
     return total > MAX_REQUEST ? fail_nomem() : huge_alloc_z(first_class ? a : NULL, total, MIN_ALIGN, true);
+  page_fresh = NULL; /* so only a block carved by this allocation can match */
   void *p = alloc_in(a, total, first_class);
-  if (p) memset(p, 0, total);
+  if (!p) return p;
+  if (p == page_fresh && total > sizeof(block_t)) {
+    track_open(p, total);
+    memset(p, 0, sizeof(block_t)); /* its link and cookie: the rest was never written */
+  } else {
+    memset(p, 0, total);
+  }
   return p;
 }
 

@@ -69,8 +69,10 @@ chunk_t *chunk_new(struct arena *a, bool first_class, uint64_t now) {
   chunk_t *c = pool_pop();
   uint64_t resident = 0;
   if (c)
-    resident = c->dirty_units;
-  else if (!(c = os_map_aligned(CHUNK_SIZE, CHUNK_SIZE)))
+    resident = c->dirty_units; /* its zero_units still hold */
+  else if ((c = os_map_aligned(CHUNK_SIZE, CHUNK_SIZE)))
+    c->zero_units = CHUNK_ALL_FREE;
+  else
     return NULL;
   c->kind = HDR_CHUNK;
   relaxed_store(c->arena, a);
@@ -87,6 +89,7 @@ chunk_t *chunk_new(struct arena *a, bool first_class, uint64_t now) {
 void chunk_retire(chunk_t *c) {
   registry_clear(c);
   os_purge(c, CHUNK_SIZE, false); /* MADV_DONTNEED: stale readers see zeroes */
+  c->zero_units = CHUNK_ALL_FREE;
   spin_lock(&pool_lock);
   clean_push_locked(c);
   atomic_fetch_add_explicit(&pool_count, 1, memory_order_relaxed);
@@ -121,6 +124,7 @@ size_t chunk_pool_decay(uint64_t cutoff, size_t max_bytes) {
     bytes += units_bytes(c->dirty_units);
     warm_unlink_locked(c);
     os_purge(c, CHUNK_SIZE, false);
+    c->zero_units = CHUNK_ALL_FREE;
     clean_push_locked(c);
   }
   spin_unlock(&pool_lock);
@@ -141,8 +145,10 @@ static uint64_t span_mask(unsigned first, unsigned n) {
 
 static page_t *take_at(chunk_t *c, unsigned first, unsigned n) {
   uint64_t m = span_mask(first, n);
+  c->pages[first].fresh_zero = (c->zero_units & m) == m;
   c->free_units &= ~m;
   c->dirty_units &= ~m;
+  c->zero_units &= ~m;
   c->free_count -= n;
   for (unsigned k = 1; k < n; k++) {
     page_t *t = &c->pages[first + k];
@@ -206,6 +212,7 @@ size_t chunk_purge(chunk_t *c, uint64_t cutoff, size_t max_bytes, bool use_free)
     if (c->dirty_since[i] <= cutoff) m |= (uint64_t)1 << i, want += UNIT_SIZE;
   }
   c->dirty_units &= ~m;
+  if (!use_free) c->zero_units |= m; /* MADV_FREE may leave the old bytes */
   size_t bytes = 0;
   while (m) { /* one madvise per contiguous run */
     unsigned a = (unsigned)__builtin_ctzll(m);

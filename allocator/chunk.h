@@ -26,6 +26,8 @@ typedef struct chunk {
   struct chunk *next, *prev;         /* the arena's chunk list; the pool's stack */
   uint64_t free_units;               /* bit i: unit i belongs to no page */
   uint64_t dirty_units;              /* bit i: unit i is free and may be resident */
+  uint64_t zero_units;               /* bit i: unit i is free and reads as zeroes (never written since it was
+                                        mapped or purged with MADV_DONTNEED): what calloc need not clear */
   uint64_t dirty_since[CHUNK_UNITS]; /* coarse ms when a dirty unit became free */
   page_t pages[CHUNK_UNITS] __attribute__((aligned(64))); /* descriptor of every unit (0: unused) */
 } chunk_t;
@@ -74,8 +76,9 @@ size_t chunk_pool_decay(uint64_t cutoff, size_t max_bytes);
 size_t chunk_pool_dirty(void);      /* resident bytes of pooled chunks */
 size_t chunk_pool_warm_bytes(void); /* bytes of pooled chunks that may hold resident memory */
 /* A span of n free units (only resident ones if warm_only, so reuse costs no
- * page faults); NULL if none fits. Sets the descriptors of its tail units; the
- * caller initialises the head. */
+ * page faults); NULL if none fits. Sets the descriptors of its tail units and
+ * the head's fresh_zero (whether every unit read as zeroes); the caller
+ * initialises the rest of the head (page_init). */
 page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only);
 /* The span of n units at pg if they are all free (NULL otherwise), taken as
  * chunk_take_span does. */

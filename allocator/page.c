@@ -7,6 +7,7 @@
 #include "os.h"
 
 uint64_t page_key;
+__thread block_t *page_fresh __attribute__((tls_model("initial-exec")));
 
 /* The fields other threads read without a lock (a stale free or ebb_owns may
  * look at any descriptor) are stored as relaxed atomics. */
@@ -105,6 +106,7 @@ static void page_open_batch(page_t *pg, uint32_t carved) {
     head = b;
   }
   pg->free = head;
+  page_fresh = pg->fresh_zero ? head : NULL;
   page_set_carved(pg, end * pg->block_size);
 }
 

@@ -86,7 +86,10 @@ typedef struct page {
   _Atomic(uintptr_t) xfree; /* remote frees (a stack): head, count, XFREE_FULL (above) */
   struct page *remote_next; /* arena remote_pages stack */
   uint64_t pad2[6];
-  uint64_t pad3[8]; /* a fourth line, so a descriptor is found with a shift (256 bytes) */
+  /* line 3: read when fresh blocks are carved */
+  uint8_t fresh_zero; /* the span read as zeroes when taken (chunk_take_span sets it, page_init keeps it):
+                         nothing at or past carved_end has been written since */
+  uint8_t pad3[63];   /* a fourth line, so a descriptor is found with a shift (256 bytes) */
 } page_t;
 _Static_assert(sizeof(page_t) == 256, "four cache lines");
 _Static_assert(offsetof(page_t, fl.free) == offsetof(page_t, free) && offsetof(page_t, fl.used) == offsetof(page_t, used),
@@ -220,6 +223,14 @@ void page_init(page_t *pg, unsigned cls, char *start, struct arena *owner, bool 
 uint32_t page_collect(page_t *pg);
 /* Makes free blocks available (collect, unpark, carve). False if the page is full. */
 bool page_refill(page_t *pg);
+/* The first block of the calling thread's latest carve when that carve was of
+ * memory that reads as zeroes (fresh_zero), else NULL: written by every carve
+ * into a free list. A block carved during an allocation and handed out by it
+ * equals this: calloc clears it (zeroes past its first 16 bytes) by its link
+ * and cookie alone, and the kernel's zero pages stay untouched until the
+ * program writes them (glibc's calloc skips fresh heap top the same way,
+ * mimalloc's pages keep a free_is_zero flag). */
+extern __thread block_t *page_fresh __attribute__((tls_model("initial-exec")));
 /* Returns the page's wholly free granules to the kernel; bytes purged. */
 size_t page_purge_free(page_t *pg, bool use_free);
 /* Expensive validator for debug builds. Owner only. */

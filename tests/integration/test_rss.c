@@ -250,3 +250,25 @@ Test(rss, small_program_footprint) {
   cr_expect_leq(anon_ebb - anon_glibc, 128, "ebb adds %.0f KiB of anonymous memory to a small program (%.0f vs %.0f KiB)",
                 anon_ebb - anon_glibc, anon_ebb, anon_glibc);
 }
+
+/* ---------------------------------------------------------------- calloc */
+
+/* calloc of fresh memory leaves the kernel's zero pages untouched (before,
+ * ebb cleared every byte: calloc(1 MiB) made 1 MiB resident), and every
+ * block reads as zeroes however its memory was last used: fresh, freed and
+ * still resident, or returned with ebb_trim (EBB_PURGE=free: MADV_FREE may
+ * keep the old bytes, so those blocks must be cleared). */
+static void rss_calloc(const char *env) {
+  rss_assert_exit0("calloc", rss_probe(env, "calloc"));
+  cr_expect_eq(rss_field("bad_fresh"), 0, "nonzero bytes in fresh calloc blocks");
+  cr_expect_eq(rss_field("bad_resident"), 0, "nonzero bytes in calloc blocks reusing freed, resident memory");
+  cr_expect_eq(rss_field("bad_trimmed"), 0, "nonzero bytes in calloc blocks reusing memory ebb_trim returned");
+  cr_expect_gt(rss_field("trimmed_kib"), 0, "ebb_trim returned nothing: the last round reused resident memory");
+  double req = rss_field("requested_kib"), grown = rss_field("grown_kib");
+  cr_expect_leq(grown, req / 8, "calloc of %.0f KiB of fresh 256 KiB-1.9 MiB blocks made %.0f KiB resident", req,
+                grown);
+}
+
+Test(rss, calloc_of_fresh_memory_touches_nothing_and_always_reads_zero) { rss_calloc(""); }
+
+Test(rss, calloc_reads_zero_after_madv_free) { rss_calloc("EBB_PURGE=free"); }

@@ -613,6 +613,66 @@ static int mode_idle_self(void) {
   return 0;
 }
 
+/* ---------------------------------------------------------------- calloc */
+
+/* calloc of fresh memory: blocks of 256 KiB to 1.9 MiB (served from chunks,
+ * not the large-block path) must not make their pages resident, only what a
+ * block's first bytes need; every round's blocks must read as zeroes: fresh,
+ * reused while still resident (written with 0x5a before the free), and reused
+ * after ebb_trim returned them (MADV_DONTNEED reads back zeroes, MADV_FREE
+ * may not). Smaller classes (3000 B, 8 KiB) take part in the zero checks. */
+#define CALLOC_BIG 44
+#define CALLOC_ALL (CALLOC_BIG + 64)
+static size_t calloc_size(int i) {
+  if (i < 32) return 256 * KiB;
+  if (i < 40) return MiB;
+  if (i < CALLOC_BIG) return 1900 * KiB;
+  return i % 2 ? 3000 : 8 * KiB;
+}
+
+/* Nonzero bytes in the blocks. Reading a page the program never wrote maps
+ * the kernel's zero page: RSS does not grow. */
+static size_t calloc_nonzero(char **p) {
+  size_t bad = 0;
+  for (int i = 0; i < CALLOC_ALL; i++)
+    for (size_t k = 0; k < calloc_size(i); k++) bad += p[i][k] != 0;
+  return bad;
+}
+
+static int calloc_round(char **p) {
+  for (int i = 0; i < CALLOC_ALL; i++)
+    if (!(p[i] = calloc(1, calloc_size(i)))) return printf("error: calloc\n"), 2;
+  return 0;
+}
+
+static void calloc_dirty_free(char **p) {
+  for (int i = 0; i < CALLOC_ALL; i++) {
+    memset(p[i], 0x5a, calloc_size(i));
+    free(p[i]);
+  }
+}
+
+static int mode_calloc(void) {
+  char **p = xmap(CALLOC_ALL * sizeof *p);
+  size_t requested = 0;
+  for (int i = 0; i < CALLOC_BIG; i++) requested += calloc_size(i);
+  size_t base = rss();
+  if (calloc_round(p)) return 2;
+  size_t grown = rss() - base;
+  size_t bad_fresh = calloc_nonzero(p);
+  calloc_dirty_free(p);
+  if (calloc_round(p)) return 2;
+  size_t bad_resident = calloc_nonzero(p);
+  calloc_dirty_free(p);
+  size_t trimmed = trim_fn && on_ebb() ? trim_fn() : (size_t)malloc_trim(0);
+  if (calloc_round(p)) return 2;
+  size_t bad_trimmed = calloc_nonzero(p);
+  for (int i = 0; i < CALLOC_ALL; i++) free(p[i]);
+  printf("ebb=%d requested_kib=%zu grown_kib=%zu bad_fresh=%zu bad_resident=%zu bad_trimmed=%zu trimmed_kib=%zu\n",
+         on_ebb(), requested / KiB, grown / KiB, bad_fresh, bad_resident, bad_trimmed, trimmed / KiB);
+  return 0;
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -625,6 +685,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "small") == 0) return mode_small();
   if (argc >= 2 && strcmp(argv[1], "idle_owner") == 0) return mode_idle_owner();
   if (argc >= 2 && strcmp(argv[1], "idle_self") == 0) return mode_idle_self();
+  if (argc >= 2 && strcmp(argv[1], "calloc") == 0) return mode_calloc();
   fprintf(stderr,
           "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay] | large | fork | small | idle_owner | idle_self\n");
   return 2;

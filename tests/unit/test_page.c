@@ -201,3 +201,54 @@ Test(page, purge_closes_the_bump_range_until_refill) {
   cr_assert_eq(n, pg->capacity - 1);
   cr_assert(page_is_valid(pg));
 }
+
+/* ---------------------------------------------------------------- memory that reads as zeroes */
+
+/* What calloc relies on: a span taken from units never written since they
+ * were mapped (or purged with MADV_DONTNEED) is fresh_zero, and a carve on it
+ * names its first block in page_fresh; a span that was in use before, or was
+ * purged with MADV_FREE (which may keep the old bytes), is not, and a carve on
+ * it leaves page_fresh NULL. */
+Test(page, only_units_never_written_since_mapped_or_dontneed_purged_read_as_zero) {
+  sizeclass_init();
+  page_key = 0x1234567;
+  unsigned cls = size_class(100000), units = class_info[cls].units;
+  chunk_t *c = chunk_new(NULL, false, 0);
+  cr_assert_not_null(c);
+  cr_assert_eq(c->zero_units, CHUNK_ALL_FREE, "a fresh mapping reads as zeroes");
+
+  page_t *pg = chunk_take_span(c, units, false);
+  cr_assert_not_null(pg);
+  cr_assert(pg->fresh_zero);
+  page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT), NULL, false);
+  cr_assert(pg->fresh_zero, "page_init keeps what the take found");
+  page_fresh = (block_t *)1;
+  cr_assert(page_refill(pg));
+  cr_assert_eq(page_fresh, pg->free, "the carve names its first block");
+  memset(pg->free, 0x5a, class_info[cls].size); /* the program writes it */
+
+  chunk_give_span(c, pg, 0);
+  cr_assert_eq(chunk_take_span_at(c, pg, units), pg);
+  cr_assert_not(pg->fresh_zero, "a span given back after use holds old bytes");
+  page_init(pg, cls, pg->start, NULL, false);
+  page_fresh = (block_t *)1;
+  cr_assert(page_refill(pg));
+  cr_assert_null(page_fresh, "a carve of used memory names nothing");
+
+  chunk_give_span(c, pg, 0);
+  chunk_purge(c, UINT64_MAX, SIZE_MAX, true); /* MADV_FREE */
+  cr_assert_eq(chunk_take_span_at(c, pg, units), pg);
+  cr_assert_not(pg->fresh_zero, "MADV_FREE may keep the old bytes");
+
+  chunk_give_span(c, pg, 0);
+  chunk_purge(c, UINT64_MAX, SIZE_MAX, false); /* MADV_DONTNEED */
+  cr_assert_eq(chunk_take_span_at(c, pg, units), pg);
+  cr_assert(pg->fresh_zero, "MADV_DONTNEED reads back zeroes");
+
+  page_t *other = chunk_take_span(c, 1, false);
+  cr_assert(other->fresh_zero, "units no span ever took still read as zeroes");
+  chunk_give_span(c, other, 0);
+  chunk_give_span(c, pg, 0);
+  chunk_retire(c);
+  cr_assert_eq(c->zero_units, CHUNK_ALL_FREE, "a retired chunk was purged whole with MADV_DONTNEED");
+}
