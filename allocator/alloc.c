@@ -430,18 +430,6 @@ static bool pow2(size_t x) { return x && !(x & (x - 1)); }
 /* An alignment every block has anyway is a malloc, with its fast path
  * inlined here (rptest asks memalign for 8 or 16 in two of three small
  * allocations; before, that cost two calls through the PLT and two more). */
-EBB_EXPORT int ebb_posix_memalign(void **out, size_t alignment, size_t size) {
-  if (!pow2(alignment) || alignment % sizeof(void *)) return EINVAL;
-  int saved = errno;
-  void *p = alignment <= MIN_ALIGN ? malloc_inline(size) : aligned_alloc_core(alignment, size);
-  if (!p) {
-    errno = saved;
-    return ENOMEM;
-  }
-  *out = p;
-  return 0;
-}
-
 EBB_INLINE void *aligned_alloc_inline(size_t alignment, size_t size) {
   if (likely(alignment <= MIN_ALIGN && pow2(alignment))) return malloc_inline(size);
   if (!pow2(alignment)) {
@@ -449,6 +437,18 @@ EBB_INLINE void *aligned_alloc_inline(size_t alignment, size_t size) {
     return NULL;
   }
   return aligned_alloc_core(alignment, size);
+}
+
+EBB_EXPORT int ebb_posix_memalign(void **out, size_t alignment, size_t size) {
+  if (!pow2(alignment) || alignment % sizeof(void *)) return EINVAL;
+  int saved = errno;
+  void *p = aligned_alloc_inline(alignment, size); /* alignment is a power of two here */
+  if (!p) {
+    errno = saved;
+    return ENOMEM;
+  }
+  *out = p;
+  return 0;
 }
 
 EBB_EXPORT void *ebb_aligned_alloc(size_t alignment, size_t size) { return aligned_alloc_inline(alignment, size); }

@@ -355,7 +355,6 @@ static void remote_pages_push(arena_t *a, page_t *first, page_t *last) {
                                                 memory_order_relaxed));
 }
 
-/* One CAS pushes b onto its page's remote list (b is already free to memcheck). */
 /* Pushes first..last, n blocks already linked and each carrying its cookie
  * (one block, or a run of one page's blocks from a thread cache), onto pg's
  * remote list with one compare-and-swap. */
@@ -370,6 +369,7 @@ static void push_remote_run(arena_t *owner, page_t *pg, block_t *first, block_t 
   if (old & XFREE_FULL) remote_pages_push(owner, pg, pg); /* we cleared the flag: hand the page back to its owner */
 }
 
+/* Marks b free and pushes it alone (b is already free to memcheck). */
 static void push_remote(arena_t *owner, page_t *pg, block_t *b) {
   track_open(b, sizeof *b);
   relaxed_store(b->cookie, page_cookie(b));

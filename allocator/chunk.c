@@ -86,10 +86,17 @@ chunk_t *chunk_new(struct arena *a, bool first_class, uint64_t now) {
   return c;
 }
 
+/* Returns all of c to the kernel with MADV_DONTNEED (stale readers see
+ * zeroes); every unit then reads as zeroes (noted after the purge, which
+ * clears the header too). */
+static void purge_whole(chunk_t *c) {
+  os_purge(c, CHUNK_SIZE, false);
+  c->zero_units = CHUNK_ALL_FREE;
+}
+
 void chunk_retire(chunk_t *c) {
   registry_clear(c);
-  os_purge(c, CHUNK_SIZE, false); /* MADV_DONTNEED: stale readers see zeroes */
-  c->zero_units = CHUNK_ALL_FREE;
+  purge_whole(c);
   spin_lock(&pool_lock);
   clean_push_locked(c);
   atomic_fetch_add_explicit(&pool_count, 1, memory_order_relaxed);
@@ -123,8 +130,7 @@ size_t chunk_pool_decay(uint64_t cutoff, size_t max_bytes) {
     chunk_t *c = warm_old;
     bytes += units_bytes(c->dirty_units);
     warm_unlink_locked(c);
-    os_purge(c, CHUNK_SIZE, false);
-    c->zero_units = CHUNK_ALL_FREE;
+    purge_whole(c);
     clean_push_locked(c);
   }
   spin_unlock(&pool_lock);
