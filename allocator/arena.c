@@ -338,6 +338,8 @@ void arena_free_local_slow(arena_t *a, page_t *pg) {
   ebb_assert(!pg->full); /* a full page's frees take arena_return_slow, which unmarks it under the lock */
   if (pg->used == 0 && (a->tc[pg->cls].direct != pg || pg->units > 1) && !pg->remote_pending)
     arena_page_retire(a, pg, 0);
+  else if (pg->used == 0)
+    pg->empties++; /* kept as the class's page: its decay pass tells use from disuse by this (decay_page) */
   /* last: a decay pass may retire pg (found by UBSan: pg->cls read as PAGE_UNUSED) */
   if (unlikely(--a->tick < 0)) arena_tick(a);
 }
@@ -548,12 +550,38 @@ static size_t page_purge_settled(arena_t *a, page_t *pg) {
   return bytes;
 }
 
+/* Whether the class's current page of a thread that is at work has sat empty
+ * for the decay time: seen empty by a pass at least that long ago and not
+ * used since. Its mallocs pop from it without a trace, but a malloc leaves it
+ * in use (used > 0 at the next look), and the free that empties it again
+ * counts in pg->empties (arena_free_local_slow), as does a remote free
+ * collected here (collected). Without this, each class a working thread had
+ * once used kept its page and what was written of it resident for as long as
+ * the thread lived (a burst over 256 sizes, then work in one: 1.1 MiB). */
+static bool direct_page_disused(page_t *pg, uint64_t now, bool collected) {
+  if (pg->used || pg->remote_pending || collected) {
+    pg->empty_watch = 0;
+    return false;
+  }
+  if (!pg->empty_watch || pg->empties != pg->empty_seen) {
+    pg->empty_watch = 1;
+    pg->empty_seen = pg->empties;
+    pg->empty_since = now;
+    return false;
+  }
+  return decay_expired(pg->empty_since, now, (uint64_t)opt.decay_ms);
+}
+
 /* One page's share of the pass: hand empty pages back, purge the free
  * granules of pages nobody has allocated from for the decay time. */
 static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool owner_idle) {
-  page_collect(pg);
+  bool collected = page_collect(pg) != 0;
   ebb_assert_expensive(pg->cls < NCLASSES && !pg->full && page_is_valid(pg)); /* bounded: the pass is */
   bool is_direct = a->tc[pg->cls].direct == pg;
+  if (is_direct && !owner_idle && !force) {
+    if (direct_page_disused(pg, now, collected)) arena_page_retire(a, pg, pg->empty_since);
+    return 0; /* in use: its free granules are left to the idle-owner pass, as before */
+  }
   bool idle =
       force || (decay_page_idle(pg->touched, now, (uint64_t)opt.decay_ms) && (!is_direct || owner_idle));
   if (pg->used == 0 && !pg->remote_pending && (!is_direct || idle)) {

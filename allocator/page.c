@@ -35,6 +35,7 @@ void page_init(page_t *pg, unsigned cls, char *start, struct arena *owner, bool 
   pg->purge_used = UINT32_MAX;
   pg->settled = 0;
   pg->looked = 0;
+  pg->empty_watch = 0;
   atomic_store_explicit(&pg->xfree, 0, memory_order_relaxed);
   pg->next = pg->prev = pg->remote_next = NULL;
 }

@@ -86,10 +86,14 @@ typedef struct page {
   _Atomic(uintptr_t) xfree; /* remote frees (a stack): head, count, XFREE_FULL (above) */
   struct page *remote_next; /* arena remote_pages stack */
   uint64_t pad2[6];
-  /* line 3: read when fresh blocks are carved */
+  /* line 3: read when fresh blocks are carved, and by the owner's decay passes */
+  uint64_t empty_since; /* when a decay pass saw the class's current page empty (empty_watch set), */
+  uint32_t empty_seen;  /* with `empties` at this count */
+  uint32_t empties;     /* times the owner's frees emptied it while it stayed the class's current page */
+  uint8_t empty_watch;
   uint8_t fresh_zero; /* the span read as zeroes when taken (chunk_take_span sets it, page_init keeps it):
                          nothing at or past carved_end has been written since */
-  uint8_t pad3[63];   /* a fourth line, so a descriptor is found with a shift (256 bytes) */
+  uint8_t pad3[46];   /* a fourth line, so a descriptor is found with a shift (256 bytes) */
 } page_t;
 _Static_assert(sizeof(page_t) == 256, "four cache lines");
 _Static_assert(offsetof(page_t, fl.free) == offsetof(page_t, free) && offsetof(page_t, fl.used) == offsetof(page_t, used),

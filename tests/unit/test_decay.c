@@ -146,3 +146,51 @@ Test(decay, a_live_threads_pages_are_left_to_it) {
   cr_assert_geq(fake_purged_bytes, (size_t)3 * 14 * 4096);
   for (int i = 0; i < 4096; i += 512) cr_assert_eq(*(volatile char *)p[i], 1);
 }
+
+/* Steps the fake clock from `from` to `to` in 25 ms steps, with activity at
+ * each (its ticks run the thread's own decay passes) and one malloc/free of
+ * `size`, whose class stays in use. */
+static void work_until(uint64_t from, uint64_t to, size_t size) {
+  for (uint64_t t = from; t <= to; t += 25) {
+    fake_now = t;
+    activity(100);
+    ebb_free(ebb_malloc(size));
+  }
+}
+
+/* A thread that keeps working in one class gives back, on the decay clock,
+ * the pages of the classes it stopped using: each class's current page used
+ * to stay (with whatever of it had been written resident) for the thread's
+ * whole life, since only an idle owner's current pages were looked at. The
+ * class it still allocates from keeps its page, the one it empties with every
+ * free included. */
+Test(decay, a_working_threads_disused_classes_give_their_pages_back) {
+  static void *p[64];
+  size_t classes = 0;
+  for (size_t size = 48; size <= 1024; size += 16) {
+    classes += size_class(size) != size_class(size - 16);
+    for (int i = 0; i < 64; i++) p[i] = ebb_malloc(size);
+    for (int i = 0; i < 64; i++) ebb_free(p[i]);
+  }
+  unsigned in_use = size_class(64), unused = size_class(512);
+  page_t *kept = arena_tls->tc[in_use].direct, *dropped = arena_tls->tc[unused].direct;
+  cr_assert(kept != &page_empty && dropped != &page_empty && kept != dropped);
+  size_t active = stats().active;
+  cr_assert_geq(active, classes * UNIT_SIZE, "a page per class (%zu): active %zu", classes, active);
+  fake_reset();
+  uint64_t t0 = fake_now;
+  work_until(t0, t0 + 499, 64);
+  cr_assert_eq(stats().active, active, "no page goes before the decay time");
+  cr_assert_eq(arena_tls->tc[unused].direct, dropped);
+  work_until(t0 + 500, t0 + 1200, 64); /* seen empty by a pass, then the decay time, then a pass */
+  cr_assert_eq(arena_tls->tc[in_use].direct, kept, "the class in use keeps its page");
+  cr_assert_eq(arena_tls->tc[unused].direct, &page_empty, "the disused class's page went back");
+  cr_assert_leq(stats().active, 2 * UNIT_SIZE, "left: the 32- and 64-byte pages (active %zu)", stats().active);
+  work_until(t0 + 1225, t0 + 1800, 64); /* and, dirty since it was seen empty, it is purged on time */
+  cr_assert_eq(stats().dirty, 0);
+  cr_assert_geq(fake_purged_bytes, (classes - 2) * 4096, "purged %zu", fake_purged_bytes);
+  void *q = ebb_malloc(512); /* the class works again */
+  cr_assert_not_null(q);
+  cr_assert_neq(arena_tls->tc[unused].direct, &page_empty);
+  ebb_free(q);
+}
