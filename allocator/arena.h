@@ -81,7 +81,12 @@ typedef struct arena {
   uint32_t *owner_busy;
   uintptr_t *owner_key;
   uint8_t reclaiming;
-  uint64_t reclaimed_at; /* when a taker last went over its queues (ms) */
+  uint64_t reclaimed_at; /* the owner's clock (a->now) when a taker last went over its queues */
+  uint64_t reclaim_pass; /* the taker's clock then (ms) */
+  /* Frees for an idle owner since a taker went over its queues, which only
+   * a taker collects: set by the first remote free into a page the taker
+   * watched (XFREE_WATCH, push_remote_run), cleared as the taker starts. */
+  _Atomic uint8_t xfree_news;
 } arena_t;
 
 /* The calling thread's arena; arena_none (never NULL) until it has one, so the

@@ -59,9 +59,10 @@ __attribute__((unused)) static bool xfree_count_is(block_t *head, uint32_t n) {
 
 uint32_t page_collect(page_t *pg) {
   uintptr_t x = atomic_load_explicit(&pg->xfree, memory_order_relaxed);
-  if ((x & ~XFREE_FULL) == 0) return 0;
-  /* Only the owner sets XFREE_FULL, and a remote push clears it, so a list
-   * with blocks never carries the flag and exchanging with 0 loses nothing. */
+  if (XFREE_HEAD(x) == NULL) return 0; /* XFREE_WATCH stays (the owner is still idle, or is back: harmless) */
+  /* Only the owner sets XFREE_FULL, only a taker XFREE_WATCH (on an empty
+   * list), and a remote push clears both, so a list with blocks carries
+   * neither and exchanging with 0 loses nothing. */
   x = atomic_exchange_explicit(&pg->xfree, 0, memory_order_acquire);
   block_t *head = XFREE_HEAD(x);
   uint32_t n = XFREE_COUNT(x);

@@ -19,18 +19,21 @@ typedef struct block {
 /* xfree, a page's remote-free stack in one word: the head block's address
  * (below 2^47, as the chunk map assumes), the count of blocks on the stack in
  * the top 16 bits (a page holds at most XFREE_COUNT_MAX blocks: test_sizeclass),
- * and in bit 0 XFREE_FULL. A push adds XFREE_ONE and sets the address with
- * its one CAS, so the owner knows how many blocks it collects without walking
- * them: each is a line another core wrote, and the walk was a quarter of a
- * producer's time (bench/prodcons). */
+ * and in bit 0 XFREE_FULL, in bit 1 XFREE_WATCH. A push adds XFREE_ONE and
+ * sets the address with its one CAS, so the owner knows how many blocks it
+ * collects without walking them: each is a line another core wrote, and the
+ * walk was a quarter of a producer's time (bench/prodcons). */
 #define XFREE_FULL ((uintptr_t)1) /* in xfree: the page is off its queue (full) */
+/* in an empty xfree: a taker went over this page of an idle owner (its
+ * arena's queues), and the next remote free tells the arena (xfree_news) */
+#define XFREE_WATCH ((uintptr_t)2)
 #define XFREE_COUNT_SHIFT 48
 #define XFREE_ONE ((uintptr_t)1 << XFREE_COUNT_SHIFT)
 #define XFREE_COUNT_MAX 0xffffu
-#define XFREE_HEAD(x) ((block_t *)((x) & (XFREE_ONE - 1) & ~XFREE_FULL))
+#define XFREE_HEAD(x) ((block_t *)((x) & (XFREE_ONE - 1) & ~(XFREE_FULL | XFREE_WATCH)))
 #define XFREE_COUNT(x) ((uint32_t)((x) >> XFREE_COUNT_SHIFT))
 /* The word after pushing n blocks, head first, onto the stack `old` (the
- * count grows by n, the flag clears). */
+ * count grows by n, the flags clear). */
 #define XFREE_PUSHED(old, head, n) (((old) & ~(XFREE_ONE - 1)) + (uintptr_t)(n) * XFREE_ONE + (uintptr_t)(head))
 
 enum { PAGE_UNUSED = 0xff, PAGE_TAIL = 0xfe }; /* values of page.cls besides real classes */

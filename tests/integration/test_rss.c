@@ -231,6 +231,25 @@ Test(rss, a_thread_that_freed_its_own_memory_and_blocks_gives_it_back) {
                 rss_field("final_mib"));
 }
 
+/* 64 MiB of 256-byte blocks built by a thread that frees every other one
+ * itself and blocks, alive; main frees the rest only after the background
+ * thread has gone over the idle thread's pages once, and then makes no
+ * allocator call: RSS must still fall to within 8 MiB of the start (2.5 s: only
+ * the background thread can do it). Before, a taker went over an idle
+ * thread's pages once per idle spell, and what others freed into them later
+ * stayed for as long as the thread lived (an independent probe: 124 of 165
+ * MiB). */
+Test(rss, memory_freed_to_an_idle_thread_after_its_pages_were_gone_over_goes_back) {
+  rss_assert_exit0("idle_late", rss_probe("", "idle_late"));
+  cr_assert_geq(rss_field("half_mib"), 30, "RSS was only %.1f MiB above the start with half the blocks live",
+                rss_field("half_mib"));
+  cr_expect_geq(rss_field("reached_ms"), 0,
+                "RSS is still %.1f MiB above the start %.0f ms after every block was freed (%.1f MiB before main's "
+                "frees; allocated %.1f MiB, active %.1f MiB)",
+                rss_field("final_mib"), rss_field("deadline_ms"), rss_field("waited_mib"),
+                rss_field("allocated_mib"), rss_field("active_mib"));
+}
+
 /* ---------------------------------------------------------------- small programs */
 
 /* Most programs are small: ebb must not add much to them. The same 1000

@@ -532,19 +532,22 @@ static int mode_small(void) {
 static void **idle_ptrs;
 static pthread_barrier_t idle_built, idle_done;
 
+enum { IDLE_NONE, IDLE_SELF, IDLE_HALF };
+
 /* Builds IDLE_COUNT 256-byte blocks and blocks on a barrier, alive, until
- * main has measured; with arg set (idle_self) it first frees all but one
- * block in 512 itself, and the rest at the end. */
+ * main has measured; with IDLE_SELF (idle_self) it first frees all but one
+ * block in 512 itself, and the rest at the end; with IDLE_HALF (idle_late)
+ * every odd one, leaving the even ones to main. */
 static void *idle_main(void *arg) {
-  bool self = arg != NULL;
+  int how = (int)(intptr_t)arg;
+  bool self = how == IDLE_SELF;
   for (size_t i = 0; i < IDLE_COUNT; i++) {
     idle_ptrs[i] = malloc(256);
     if (!idle_ptrs[i]) break;
     touch(idle_ptrs[i], 256, 1);
   }
-  if (self)
-    for (size_t i = 0; i < IDLE_COUNT; i++)
-      if (idle_ptrs[i] && i % 512 != 0) free(idle_ptrs[i]);
+  for (size_t i = 0; how != IDLE_NONE && i < IDLE_COUNT; i++)
+    if (idle_ptrs[i] && (self ? i % 512 != 0 : i % 2 != 0)) free(idle_ptrs[i]);
   pthread_barrier_wait(&idle_built);
   pthread_barrier_wait(&idle_done); /* alive and blocked until main has measured */
   if (self)
@@ -553,11 +556,11 @@ static void *idle_main(void *arg) {
 }
 
 /* Starts idle_main and returns once it has built (and, with self, freed). */
-static int idle_start(pthread_t *t, bool self) {
+static int idle_start(pthread_t *t, int how) {
   idle_ptrs = xmap(IDLE_COUNT * sizeof(void *));
   pthread_barrier_init(&idle_built, NULL, 2);
   pthread_barrier_init(&idle_done, NULL, 2);
-  if (pthread_create(t, NULL, idle_main, self ? (void *)1 : NULL)) return printf("error: pthread_create\n"), 2;
+  if (pthread_create(t, NULL, idle_main, (void *)(intptr_t)how)) return printf("error: pthread_create\n"), 2;
   pthread_barrier_wait(&idle_built);
   return 0;
 }
@@ -568,10 +571,10 @@ static void idle_stop(pthread_t t) {
 }
 
 /* Polls RSS until it is within limit of base: the ms that took, or -1 after
- * DEADLINE_MS; *r is the last reading. */
-static long wait_rss_within(size_t base, size_t limit, size_t *r) {
+ * deadline ms; *r is the last reading. */
+static long wait_rss_within(size_t base, size_t limit, size_t *r, unsigned deadline) {
   uint64_t t0 = now_ms();
-  while (now_ms() - t0 < DEADLINE_MS) {
+  while (now_ms() - t0 < deadline) {
     sleep_ms(POLL_MS);
     *r = rss();
     if (*r <= base + limit) return (long)(now_ms() - t0);
@@ -585,13 +588,13 @@ static long wait_rss_within(size_t base, size_t limit, size_t *r) {
 static int mode_idle_owner(void) {
   size_t base = rss();
   pthread_t t;
-  if (idle_start(&t, false)) return 2;
+  if (idle_start(&t, IDLE_NONE)) return 2;
   for (size_t i = 0; i < IDLE_COUNT; i++) {
     if (!idle_ptrs[i]) return printf("error: malloc\n"), 2;
     free(idle_ptrs[i]);
   }
   size_t built = rss(), r = built;
-  long reached = wait_rss_within(base, 8 * MiB, &r);
+  long reached = wait_rss_within(base, 8 * MiB, &r, DEADLINE_MS);
   struct ebb_stats st = stats();
   printf("ebb=%d built_mib=%.1f final_mib=%.1f reached_ms=%ld allocated_mib=%.1f active_mib=%.1f\n", on_ebb(),
          smib(built, base), smib(r, base), reached, mib(st.allocated), mib(st.active));
@@ -605,13 +608,40 @@ static int mode_idle_owner(void) {
 static int mode_idle_self(void) {
   size_t base = rss();
   pthread_t t;
-  if (idle_start(&t, true)) return 2;
+  if (idle_start(&t, IDLE_SELF)) return 2;
   for (size_t i = 0; i < IDLE_COUNT; i += 512)
     if (!idle_ptrs[i]) return printf("error: malloc\n"), 2;
   size_t freed = rss(), r = freed;
-  long reached = wait_rss_within(base, 12 * MiB, &r);
+  long reached = wait_rss_within(base, 12 * MiB, &r, DEADLINE_MS);
   printf("ebb=%d freed_mib=%.1f final_mib=%.1f reached_ms=%ld\n", on_ebb(), smib(freed, base), smib(r, base),
          reached);
+  idle_stop(t);
+  return 0;
+}
+
+/* The thread frees every odd block itself and blocks; main waits until the
+ * background thread has gone over the idle thread's pages (the decay time,
+ * then its pass), then frees the even ones and makes no allocator call either.
+ * Prints how long RSS took to fall back to within 8 MiB of where it was
+ * before the build (BG_DEADLINE_MS: only the background thread can do it). */
+#define LATE_WAIT_MS 800
+static int mode_idle_late(void) {
+  size_t base = rss();
+  pthread_t t;
+  if (idle_start(&t, IDLE_HALF)) return 2;
+  for (size_t i = 0; i < IDLE_COUNT; i += 2)
+    if (!idle_ptrs[i]) return printf("error: malloc\n"), 2;
+  size_t half = rss();
+  sleep_ms(LATE_WAIT_MS);
+  size_t waited = rss();
+  for (size_t i = 0; i < IDLE_COUNT; i += 2) free(idle_ptrs[i]);
+  size_t r = rss();
+  long reached = wait_rss_within(base, 8 * MiB, &r, BG_DEADLINE_MS);
+  struct ebb_stats st = stats();
+  printf("ebb=%d half_mib=%.1f waited_mib=%.1f final_mib=%.1f reached_ms=%ld allocated_mib=%.1f active_mib=%.1f "
+         "deadline_ms=%d\n",
+         on_ebb(), smib(half, base), smib(waited, base), smib(r, base), reached, mib(st.allocated), mib(st.active),
+         BG_DEADLINE_MS);
   idle_stop(t);
   return 0;
 }
@@ -688,8 +718,10 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "small") == 0) return mode_small();
   if (argc >= 2 && strcmp(argv[1], "idle_owner") == 0) return mode_idle_owner();
   if (argc >= 2 && strcmp(argv[1], "idle_self") == 0) return mode_idle_self();
+  if (argc >= 2 && strcmp(argv[1], "idle_late") == 0) return mode_idle_late();
   if (argc >= 2 && strcmp(argv[1], "calloc") == 0) return mode_calloc();
   fprintf(stderr,
-          "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay] | large | fork | small | idle_owner | idle_self\n");
+          "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay] | large | fork | small | idle_owner | idle_self | "
+          "idle_late | calloc\n");
   return 2;
 }
