@@ -30,7 +30,7 @@
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
-#define DEADLINE_MS 1500 /* the default decay time (500 ms) + 1 s */
+#define DEADLINE_MS 1500 /* at least the default decay time (250 ms) + 1 s */
 #define POLL_MS 50
 /* Where only the background thread can return the memory (no allocator call
  * in the process; threads that stay alive count as idle only after the decay
@@ -303,6 +303,7 @@ static int mode_handoff(int activity, int stay) {
     munmap(workers[i].sizes, HANDOFF_MAX * sizeof(size_t));
   }
   uint64_t t0 = now_ms();
+  unsigned deadline = (stay || !activity) ? BG_DEADLINE_MS : DEADLINE_MS; /* !activity: only the background thread */
   size_t live = workers[0].live + workers[1].live, bound = 2 * live + 16 * MiB;
   size_t at_exit = rss(), r = at_exit;
   long reached = -1;
@@ -315,7 +316,7 @@ static int mode_handoff(int activity, int stay) {
         reached = (long)(t - t0);
         break;
       }
-      if (t - t0 >= ((stay || !activity) ? BG_DEADLINE_MS : DEADLINE_MS)) break;
+      if (t - t0 >= deadline) break;
       next_poll += POLL_MS;
     }
     if (activity) {
@@ -332,11 +333,11 @@ static int mode_handoff(int activity, int stay) {
   struct ebb_stats st = stats();
   printf("ebb=%d activity=%d objects=%zu kept=%zu live_kib=%zu bound_mib=%.1f base_mib=%.1f "
          "build_mib=%.1f exit_mib=%.1f final_mib=%.1f reached_ms=%ld watched_ms=%llu "
-         "dirty_mib=%.1f active_mib=%.1f mapped_mib=%.1f threads=%d deadline_ms=%d\n",
+         "dirty_mib=%.1f active_mib=%.1f mapped_mib=%.1f threads=%d deadline_ms=%u\n",
          ebb, activity, workers[0].n + workers[1].n, workers[0].nkept + workers[1].nkept, live / KiB,
          mib(bound), mib(base), smib(workers[0].build_rss, base), smib(at_exit, base), smib(r, base),
          reached, (unsigned long long)(t1 - t0), mib(st.dirty), mib(st.active), mib(st.mapped), threads(),
-         (stay || !activity) ? BG_DEADLINE_MS : DEADLINE_MS);
+         deadline);
   if (stay) {
     pthread_barrier_wait(&handoff_end);
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
