@@ -726,8 +726,10 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
  *   On each queue page but the current ones: remote frees are collected; a
  * page with no live block goes back to its chunk, dirty since `since`; one
  * with live blocks has its wholly free granules purged, as the owner's decay
- * pass would (page_purge_free), once while its count holds still. At most
- * `pages` pages are worked on. Returns the bytes purged. */
+ * pass would (page_purge_free), once while its count holds still; a page that
+ * stays is left with XFREE_WATCH, so the next remote free into it asks for
+ * another pass (a->xfree_news, global_purge). At most `pages` pages are
+ * worked on; `now` is the taker's clock. Returns the bytes purged. */
 static size_t arena_reclaim_queues_locked(arena_t *a, uint64_t now, uint64_t since, unsigned pages) {
   uintptr_t *keyp = a->owner_key;
   uint32_t *busyp = a->owner_busy;
