@@ -137,13 +137,6 @@ size_t chunk_pool_decay(uint64_t cutoff, size_t max_bytes) {
   return bytes;
 }
 
-/* Bit i set iff bits i..i+n-1 of m are all set. */
-static uint64_t runs_of(uint64_t m, unsigned n) {
-  uint64_t r = m;
-  for (unsigned k = 1; k < n && r; k++) r &= m >> k;
-  return r;
-}
-
 static uint64_t span_mask(unsigned first, unsigned n) {
   uint64_t m = n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
   return m << first;
@@ -167,23 +160,40 @@ static page_t *take_at(chunk_t *c, unsigned first, unsigned n) {
   return &c->pages[first];
 }
 
-/* Placement: a free run of exactly n units first (it is usually where a span
- * of the same length was freed), else the first that fits, single-unit pages
- * from the top of the chunk down and longer spans from the bottom up. Placed
- * lowest first, a round's small pages cut the resident runs that the next
- * round's long spans needed, and those took fresh units beside them: prover
- * scratch (2 threads x 32 MiB of 64 B-1 MiB blocks a round, 20 ms apart)
- * peaked at 98.0 MiB; now 84.7, 2392 -> 2059 faults a round, while instance
- * churn, whose spans come back in the same order every request, faults no
- * more (0.03 a request at 1-10 ms gaps with the background thread). */
+/* Placement: best fit, the shortest free run that holds n units (a run of
+ * exactly n is usually where a span of the same length was freed), single-unit
+ * pages at the top end of their run and from the top of the chunk down, longer
+ * spans at the bottom end and from the bottom up (jemalloc's extent heaps and
+ * mimalloc's span queues, indexed by size, likewise start at the smallest size
+ * that fits).
+ *   Placed lowest first, a round's small pages cut the resident runs that the
+ * next round's long spans needed, and those took fresh units beside them:
+ * prover scratch (2 threads x 32 MiB of 64 B-1 MiB blocks a round, 20 ms
+ * apart) peaked at 98.0 MiB; from the top down, 84.7, 2392 -> 2059 faults a
+ * round, while instance churn, whose spans come back in the same order every
+ * request, faults no more (0.03 a request at 1-10 ms gaps with the background
+ * thread). Placed in the first run that fits, from the top down, a single
+ * unit still cut the hole a long span had just left whenever the hole was the
+ * chunk's highest: Ghostscript (mimalloc-bench's gs) frees and mallocs a
+ * 541 KB block (a 9-unit span) every page it renders, and a one-unit page
+ * placed in between left 8 units each time, so every page took a new chunk
+ * and freed memory piled up resident: 67 MB peak RSS against glibc's 34; best
+ * fit, 38 MB. */
 page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only) {
   if (c->free_count < n) return NULL;
-  uint64_t m = warm_only ? c->free_units & c->dirty_units : c->free_units;
-  uint64_t runs = runs_of(m, n);
-  if (!runs) return NULL;
-  uint64_t exact = runs & ~(m << 1) & ~(m >> n); /* runs of exactly n: free before and after */
-  if (exact) runs = exact;
-  return take_at(c, n == 1 ? 63u - (unsigned)__builtin_clzll(runs) : (unsigned)__builtin_ctzll(runs), n);
+  uint64_t m = (warm_only ? c->free_units & c->dirty_units : c->free_units) & CHUNK_ALL_FREE;
+  unsigned best = 0, best_len = CHUNK_UNITS + 1;
+  for (uint64_t r = m; r;) { /* each maximal run of free units, lowest first (unit 0 is never free) */
+    unsigned a = (unsigned)__builtin_ctzll(r), len = (unsigned)__builtin_ctzll(~(r >> a));
+    /* ties: a single unit takes the highest run, a longer span the lowest */
+    if (len >= n && (len < best_len || (n == 1 && len == best_len))) {
+      best = a, best_len = len;
+      if (len == n && n > 1) break;
+    }
+    r &= ~span_mask(a, len);
+  }
+  if (best_len > CHUNK_UNITS) return NULL;
+  return take_at(c, n == 1 ? best + best_len - 1 : best, n);
 }
 
 page_t *chunk_take_span_at(chunk_t *c, page_t *pg, unsigned n) {
