@@ -66,7 +66,8 @@ typedef struct arena {
   page_t *last_span[NCLASSES];    /* where each class's last retired page was: taken again first */
   _Atomic(page_t *) remote_pages; /* full pages that got a remote free */
   spinlock_t lock;                /* chunks' bitmaps, chunk list, huge list */
-  chunk_t *chunks;                /* chunk list */
+  chunk_t *chunks;                /* chunks with a free unit (the only ones a span or a purge looks at) */
+  chunk_t *chunks_full;           /* chunks with none */
   struct huge *huge;              /* first-class arenas: large blocks to free on destroy */
   atomic_int state;               /* enum arena_state */
   struct arena *all_next;         /* the global list (never unlinked) */

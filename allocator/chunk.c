@@ -179,8 +179,8 @@ static page_t *take_at(chunk_t *c, unsigned first, unsigned n) {
  * placed in between left 8 units each time, so every page took a new chunk
  * and freed memory piled up resident: 67 MB peak RSS against glibc's 34; best
  * fit, 38 MB. */
-page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only) {
-  if (c->free_count < n) return NULL;
+unsigned chunk_fit(const chunk_t *c, unsigned n, bool warm_only, unsigned *at) {
+  if (c->free_count < n) return 0;
   uint64_t m = (warm_only ? c->free_units & c->dirty_units : c->free_units) & CHUNK_ALL_FREE;
   unsigned best = 0, best_len = CHUNK_UNITS + 1;
   for (uint64_t r = m; r;) { /* each maximal run of free units, lowest first (unit 0 is never free) */
@@ -192,8 +192,14 @@ page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only) {
     }
     r &= ~span_mask(a, len);
   }
-  if (best_len > CHUNK_UNITS) return NULL;
-  return take_at(c, n == 1 ? best + best_len - 1 : best, n);
+  if (best_len > CHUNK_UNITS) return 0;
+  *at = n == 1 ? best + best_len - 1 : best;
+  return best_len;
+}
+
+page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only) {
+  unsigned at;
+  return chunk_fit(c, n, warm_only, &at) ? take_at(c, at, n) : NULL;
 }
 
 page_t *chunk_take_span_at(chunk_t *c, page_t *pg, unsigned n) {

@@ -76,6 +76,41 @@ Test(placement, a_page_takes_the_shortest_run_that_holds_it) {
   cr_assert_eq(chunk_take_span(c, 2, false) - c->pages, 30, "only the long run is left");
 }
 
+/* An arena keeps its chunks with no free unit on a list of their own, so a new
+ * page never walks them (a growing heap walked all of them for every page); a
+ * chunk comes back to the searched list when one of its pages goes back, and
+ * the stats still count every chunk. 64 KiB blocks: one page of one unit each. */
+static unsigned list_len(const chunk_t *c) {
+  unsigned n = 0;
+  for (; c; c = c->next) n++;
+  return n;
+}
+
+Test(placement, full_chunks_leave_the_search_and_come_back_when_a_page_goes_back) {
+  enum { N = 3 * (CHUNK_UNITS - 1) };
+  static void *blocks[N];
+  for (int i = 0; i < N; i++) cr_assert_not_null(blocks[i] = ebb_malloc(64 * KiB));
+  arena_t *a = arena_tls;
+  cr_assert_eq(list_len(a->chunks_full), 3, "three chunks of 64 KiB pages, all full");
+  for (const chunk_t *c = a->chunks_full; c; c = c->next) cr_assert_eq(c->free_count, 0);
+  struct ebb_stats s;
+  ebb_stats(&s);
+  cr_assert_geq(s.allocated, (size_t)N * 64 * KiB, "blocks in full chunks are counted");
+  size_t mapped = s.mapped;
+  chunk_t *c = chunk_of(blocks[N / 2]);
+  ebb_free(blocks[N / 2]); /* its page empties and goes back: its chunk has a free unit again */
+  cr_assert_eq(list_len(a->chunks_full), 2);
+  bool found = false;
+  for (const chunk_t *q = a->chunks; q; q = q->next) found |= q == c;
+  cr_assert(found, "the chunk is searched again");
+  blocks[N / 2] = ebb_malloc(64 * KiB);
+  cr_assert_eq(chunk_of(blocks[N / 2]), c, "the unit it gave back is taken again");
+  ebb_stats(&s);
+  cr_assert_eq(s.mapped, mapped, "no new chunk");
+  for (int i = 0; i < N; i++) ebb_free(blocks[i]);
+  cr_assert_eq(list_len(a->chunks_full), 0);
+}
+
 /* ---------------------------------------------------------------- rounds */
 
 static uint64_t rng_next(uint64_t *s) {
