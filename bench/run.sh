@@ -8,13 +8,13 @@
 # Usage: run.sh [--mode full|quick|smoke] [--workloads "churn floor ..."]
 #               [--allocators "glibc ebb ..."] [--runs N] [--floor-runs N]
 #               [--callgrind 0|1] [--out DIR]
-#   full   the standard set, ~10 minutes on 2 cores (make bench)
+#   full   the standard set, ~12 minutes on 2 cores (make bench)
 #   quick  a reduced set with shorter cases, 3 runs per cell, ~2 minutes (make bench-quick)
 #   smoke  every program once with tiny parameters under ebb only, < 30 s; exits
 #          non-zero if any program fails or is not served by the allocator asked for
 #          (make test)
 # Workloads: churn render floor prover growth larson prodcons loop (loop includes the
-# callgrind instruction count) bigbuf reqarena. Allocators: glibc glibc-notrim
+# callgrind instruction count) bigbuf reqarena heap. Allocators: glibc glibc-notrim
 # glibc-mmap8m jemalloc jemalloc-bg mimalloc tcmalloc ebb ebb-bg. One that is not
 # installed is skipped with a message.
 #
@@ -38,7 +38,7 @@ BIN=$HERE/build
 EBB_LIB=$HERE/../build/libebb.so
 
 MODE=full
-WORKLOADS="churn render floor prover growth larson prodcons loop bigbuf reqarena"
+WORKLOADS="churn render floor prover growth larson prodcons loop bigbuf reqarena heap"
 ALLOCATORS="glibc glibc-notrim glibc-mmap8m jemalloc jemalloc-bg mimalloc tcmalloc ebb ebb-bg"
 RUNS=""
 FLOOR_RUNS=""
@@ -181,7 +181,11 @@ cases() {
     smoke:reqarena) printf '%s\n' "malloc|--arena 0 --requests 5 --warmup 5 --small 300" \
                       "arena-destroy|--arena 1 --requests 5 --warmup 5 --small 300" \
                       "arena-reset|--arena 2 --requests 5 --warmup 5 --small 300" ;;
-    *) die "unknown workload '$1' (churn render floor prover growth larson prodcons loop bigbuf reqarena)" ;;
+    # Heap growth: 1 GiB takes ~1.6 s a run (2 cycles) under glibc and ebb.
+    full:heap) echo "1G|--mib 1024 --cycles 2" ;;
+    quick:heap) echo "256M|--mib 256 --cycles 2" ;;
+    smoke:heap) echo "8M|--mib 8 --cycles 1" ;;
+    *) die "unknown workload '$1' (churn render floor prover growth larson prodcons loop bigbuf reqarena heap)" ;;
   esac
 }
 
@@ -246,6 +250,7 @@ case_label() {
         *) printf 'one arena, reset after each request' ;;
       esac
       echo "; $(pl "${P[requests]}" request) measured after ${P[warmup]} warm-up, each a ${P[ctx-kb]} KiB context + ${P[small]} blocks of 16–512 B" ;;
+    heap) echo "blocks of ${P[min]}–${P[max]} B malloc'ed, first and last byte written, until $(fmt_kib "$((P[mib] * 1024))") is requested, then freed in allocation order; $(pl "${P[cycles]}" cycle)" ;;
     *) echo "$args" ;;
   esac
 }
@@ -262,6 +267,7 @@ guess_ms() {
     larson | prodcons) echo $((t + 100)) ;;
     churn) echo $((gap * cycles + 300)) ;;
     prover) echo $((idle * rounds + 300)) ;;
+    heap) echo $((P[mib] * cycles * 3 / 4 + 100)) ;;
     *) echo 500 ;;
   esac
 }
