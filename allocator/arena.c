@@ -343,8 +343,12 @@ static void arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
   if (opt.decay_ms == 0)
     purge_oldest_locked(a, SIZE_MAX);
   else if (dirty_all() > dirty_limit()) {
+    /* Down to 7/8 of the cap, not just below it: a teardown far beyond the
+     * cap then purges in batches of an eighth of it, each one scan of the
+     * chunks and a few long madvise calls, instead of one of each per page
+     * (heap 1G: the scans were 12 % of the run, free 131 ns a block). */
     size_t excess = cap_excess_outside_arenas();
-    if (excess) purge_oldest_locked(a, excess);
+    if (excess) purge_oldest_locked(a, excess + dirty_limit() / 8);
   }
   spin_unlock(&a->lock);
 }
