@@ -103,7 +103,8 @@ static void *huge_alloc_z(arena_t *first_class, size_t size, size_t align, bool 
   }
   if (!h) return fail_nomem();
   huge_link(first_class, h);
-  arena_note_peaks();
+  arena_note_peaks(os_now_ms());
+  if (reused < size) arena_cap_after_growth();
   track_malloc(h->user, huge_usable(h), !reused);
   if (zero && reused) {
     size_t clear = reused < size ? reused : size;

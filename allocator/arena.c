@@ -21,7 +21,17 @@ static atomic_size_t peak_mapped, peak_active, peak_dirty; /* high-water marks, 
 static atomic_size_t peak_live;          /* highest bytes in live blocks seen when sampled */
 static atomic_size_t active_total;       /* sum of arenas' active bytes, for a % cap */
 static _Atomic uint64_t last_global;     /* when the global purge last ran */
-void arena_note_peaks(void);
+/* The peak of active bytes over the last RECENT_PEAK_DECAYS to twice that many
+ * decay times, for the auto cap (decay.h): the peak of the window that began
+ * at recent_since, and of the window before it. Several decay times, not one:
+ * a structure rebuilt while its teardown's pages are still dirty reuses them
+ * for as long as the rebuild takes (bench/heap 512M, 3 cycles: with one decay
+ * time, a rebuild that ran past the end of the peak's window purged 50 MiB of
+ * its own teardown, 25 faults a MiB). The age of dirty memory stays bounded
+ * by decay itself. */
+#define RECENT_PEAK_DECAYS 4
+static atomic_size_t recent_peak_cur, recent_peak_prev;
+static _Atomic uint64_t recent_since;
 static atomic_size_t pool_purged;        /* bytes purged from pooled chunks, cumulative */
 
 /* ------------------------------------------------------------ page queues */
@@ -181,17 +191,43 @@ static void note_max(atomic_size_t *peak, size_t v) {
     ;
 }
 
-/* Called on the slow paths that grow mapped, active or dirty memory. */
-void arena_note_peaks(void) {
+/* Active bytes at `now` (a clock reading, maybe a stale one, or 0: none)
+ * into the recent peak. A window ends on the first note a window's length after
+ * it began, so with late notes the peak is kept longer, never shorter; and the
+ * auto cap's room is bounded by age anyway, since decay purges whatever has
+ * been dirty for the decay time. Racing notes may lose a maximum to a window
+ * change: the cap is then a little tighter for a while, never looser. */
+static void note_recent_peak(size_t active, uint64_t now) {
+  uint64_t since = atomic_load_explicit(&recent_since, memory_order_relaxed);
+  uint64_t len = opt.decay_ms ? (uint64_t)opt.decay_ms * RECENT_PEAK_DECAYS : 1;
+  if (now >= since + len &&
+      atomic_compare_exchange_strong_explicit(&recent_since, &since, now, memory_order_relaxed, memory_order_relaxed)) {
+    size_t prev = atomic_exchange_explicit(&recent_peak_cur, active, memory_order_relaxed);
+    atomic_store_explicit(&recent_peak_prev, now - since < 2 * len ? prev : 0, memory_order_relaxed);
+  }
+  note_max(&recent_peak_cur, active);
+}
+
+static size_t recent_peak(void) {
+  size_t cur = atomic_load_explicit(&recent_peak_cur, memory_order_relaxed);
+  size_t prev = atomic_load_explicit(&recent_peak_prev, memory_order_relaxed);
+  return cur > prev ? cur : prev;
+}
+
+/* Called on the slow paths that grow mapped, active or dirty memory, with
+ * the time if known (0: none). */
+void arena_note_peaks(uint64_t now) {
   size_t huge = huge_active_bytes(), cached = huge_cache_bytes();
   note_max(&peak_mapped, atomic_load_explicit(&mapped_total, memory_order_relaxed) + chunk_pool_warm_bytes() +
                              huge + cached);
-  note_max(&peak_active, atomic_load_explicit(&active_total, memory_order_relaxed) + huge);
+  size_t active = atomic_load_explicit(&active_total, memory_order_relaxed) + huge;
+  note_max(&peak_active, active);
+  note_recent_peak(active, now);
   note_max(&peak_dirty, atomic_load_explicit(&dirty_total, memory_order_relaxed) + chunk_pool_dirty() + cached);
 }
 
 void arena_peaks(size_t *mapped, size_t *active, size_t *dirty, size_t *live) {
-  arena_note_peaks();
+  arena_note_peaks(0);
   *mapped = atomic_load_explicit(&peak_mapped, memory_order_relaxed);
   *active = atomic_load_explicit(&peak_active, memory_order_relaxed);
   *dirty = atomic_load_explicit(&peak_dirty, memory_order_relaxed);
@@ -206,8 +242,9 @@ static size_t dirty_all(void) {
 }
 
 static size_t dirty_limit(void) {
-  return decay_dirty_limit(opt.dirty_max, atomic_load_explicit(&active_total, memory_order_relaxed) +
-                                              huge_active_bytes());
+  return decay_dirty_limit(opt.dirty_max,
+                           atomic_load_explicit(&active_total, memory_order_relaxed) + huge_active_bytes(),
+                           recent_peak());
 }
 
 /* Memory kept outside any arena goes first when the cap is exceeded: pooled
@@ -222,13 +259,41 @@ static size_t cap_excess_outside_arenas(void) {
   return got < excess ? excess - got : 0;
 }
 
+static size_t purge_oldest_locked(arena_t *a, size_t need);
+
+/* Purges up to `excess` bytes of a's oldest dirty units unless its lock is
+ * taken; returns what is left to purge. */
+static size_t cap_purge_arena(arena_t *a, size_t excess) {
+  if (!atomic_load_explicit(&a->dirty, memory_order_relaxed) || !spin_trylock(&a->lock)) return excess;
+  size_t got = purge_oldest_locked(a, excess);
+  spin_unlock(&a->lock);
+  return got < excess ? excess - got : 0;
+}
+
+/* What is over the cap after the memory outside arenas went comes out of the
+ * arenas: this thread's first, then the others' (each under its lock, skipping
+ * one that is busy), oldest first within each, and an eighth of the cap more
+ * so that a thread mapping afresh page after page purges in batches. With a
+ * fixed cap a free alone takes dirty memory over it (arena_page_retire); the
+ * auto cap also shrinks as active memory grows, so a thread that builds afresh
+ * while another's teardown sits dirty purges the other's. */
 void arena_enforce_cap(void) {
   if (opt.decay_ms == 0) {
     atomic_fetch_add_explicit(&pool_purged, chunk_pool_decay(UINT64_MAX, SIZE_MAX), memory_order_relaxed);
     huge_cache_decay(UINT64_MAX);
     return;
   }
-  cap_excess_outside_arenas();
+  size_t excess = cap_excess_outside_arenas();
+  if (!excess) return;
+  excess += decay_cap_batch(opt.dirty_max, dirty_limit());
+  arena_t *self = arena_tls != &arena_none ? arena_tls : NULL;
+  if (self) excess = cap_purge_arena(self, excess);
+  for (arena_t *a = atomic_load_explicit(&arenas_all, memory_order_acquire); a && excess; a = a->all_next)
+    if (a != self) excess = cap_purge_arena(a, excess);
+}
+
+void arena_cap_after_growth(void) {
+  if (opt.decay_ms && dirty_all() > dirty_limit()) arena_enforce_cap();
 }
 
 /* A class gets back the very span it gave up last, if still free: a request
@@ -298,10 +363,11 @@ static page_t *arena_page_new(arena_t *a, unsigned cls) {
   if (pg) {
     stat_add(&a->active, (ptrdiff_t)(units * UNIT_SIZE));
     atomic_fetch_add_explicit(&active_total, units * UNIT_SIZE, memory_order_relaxed);
-    arena_note_peaks();
+    arena_note_peaks(a->now);
   }
   spin_unlock(&a->lock);
   if (!pg) return NULL;
+  arena_cap_after_growth();
   chunk_t *c = chunk_of(pg);
   page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT), a,
             atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS);
@@ -309,8 +375,6 @@ static page_t *arena_page_new(arena_t *a, unsigned cls) {
   queue_push_front(a, pg);
   return pg;
 }
-
-static size_t purge_oldest_locked(arena_t *a, size_t need);
 
 /* An empty page goes back to its chunk, dirty since `since` (now, or for a page
  * found idle by a decay pass, when it was last allocated from); the cap on dirty
@@ -335,7 +399,7 @@ static void arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
   uint64_t now = os_now_ms();
   relaxed_store(a->now, now);
   page_give_back_locked(a, pg, since ? since : now);
-  arena_note_peaks();
+  arena_note_peaks(now);
   if (opt.decay_ms == 0)
     purge_oldest_locked(a, SIZE_MAX);
   else if (dirty_all() > dirty_limit()) {
@@ -344,7 +408,7 @@ static void arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
      * chunks and a few long madvise calls, instead of one of each per page
      * (bench/heap 1G: the scans were 12 % of the run; free 120 -> 43 ns). */
     size_t excess = cap_excess_outside_arenas();
-    if (excess) purge_oldest_locked(a, excess + dirty_limit() / 8);
+    if (excess) purge_oldest_locked(a, excess + decay_cap_batch(opt.dirty_max, dirty_limit()));
   }
   spin_unlock(&a->lock);
 }

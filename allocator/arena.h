@@ -172,8 +172,13 @@ void arena_abandon(arena_t *a);
 void arena_forget_owner(arena_t *a);
 void arena_destroy(arena_t *a);
 void arena_reset_blocks(arena_t *a); /* ebb_arena_reset */
-/* Applies EBB_DIRTY_MAX (and EBB_DECAY_MS=0) to memory kept outside arenas. */
+/* Applies EBB_DIRTY_MAX (and EBB_DECAY_MS=0): memory kept outside arenas
+ * goes first, then arenas' (this thread's first). No arena lock held. */
 void arena_enforce_cap(void);
+/* After active memory grew (a new page, a large block): the auto cap
+ * shrinks with it (decay.h), so dirty memory beyond it is purged. Cheap when
+ * under the cap. No arena lock held. */
+void arena_cap_after_growth(void);
 /* fork: every arena lock (and the chunk pool's) is taken before and released
  * after; in the child, other threads' arenas are orphaned. */
 void arena_lock_all(void);
@@ -196,8 +201,10 @@ void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purg
                      uint64_t *count);
 bool arena_is_valid(arena_t *a);
 /* High-water marks of mapped, active and dirty bytes (all memory, not one
- * arena's), recorded by arena_note_peaks, and of live bytes (sampled). */
-void arena_note_peaks(void);
+ * arena's), recorded by arena_note_peaks (with the time, or 0 when none is at
+ * hand: the auto cap's recent peak then keeps its window), and of live bytes
+ * (sampled). */
+void arena_note_peaks(uint64_t now);
 void arena_peaks(size_t *mapped, size_t *active, size_t *dirty, size_t *live);
 /* The peak of bytes in live blocks is sampled: by every ebb_stats call (note)
  * and by the background thread's passes (sample: a sum over every arena). */

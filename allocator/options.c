@@ -7,7 +7,8 @@
 #include "os.h"
 #include <string.h>
 
-_Static_assert(EBB_DEFAULT_DIRTY_MAX >= 0, "EBB_DEFAULT_DIRTY_MAX is bytes, or OPT_PCT(n) for n percent");
+_Static_assert(EBB_DEFAULT_DIRTY_MAX >= 0,
+               "EBB_DEFAULT_DIRTY_MAX is bytes, or OPT_PCT(n) for n percent, or OPT_DIRTY_AUTO(bytes)");
 
 int options_stats_fd = 2;
 
@@ -54,6 +55,12 @@ static bool parse_u64(const char **s, uint64_t *out) {
 
 static bool parse_size_pct(const char *s, int64_t *out) {
   uint64_t v;
+  if (strncmp(s, "auto", 4) == 0) { /* auto, auto+SIZE */
+    if (!s[4]) return *out = OPT_DIRTY_AUTO(DIRTY_AUTO_ROOM), true;
+    if (s[4] != '+' || !parse_size_pct(s + 5, out) || OPT_IS_PCT(*out) || OPT_IS_AUTO(*out)) return false;
+    *out = OPT_DIRTY_AUTO(*out);
+    return true;
+  }
   if (!parse_u64(&s, &v)) return false;
   if (*s == '%') {
     if (s[1] || v > 1000) return false;
@@ -79,7 +86,7 @@ static bool parse_size_pct(const char *s, int64_t *out) {
     break;
   }
   if (*s == 'b' || *s == 'B') s++;
-  if (*s || v >= ((uint64_t)OPT_PCT_BIT >> shift)) return false;
+  if (*s || v >= ((uint64_t)OPT_AUTO_BIT >> shift)) return false;
   *out = (int64_t)(v << shift);
   return true;
 }
@@ -118,12 +125,15 @@ bool options_parse(enum opt_kind kind, const char *s, int64_t *out) {
 }
 
 void options_format(fmt_t *f, enum opt_kind kind, int64_t v) {
-  if (kind == OPT_AUTO && v == 2) {
+  if ((kind == OPT_AUTO && v == 2) || (kind == OPT_SIZE_PCT && v == OPT_DIRTY_AUTO(DIRTY_AUTO_ROOM))) {
     fmt_str(f, "auto");
   } else if (kind == OPT_PURGE) {
     fmt_str(f, v ? "free" : "dontneed");
   } else if (kind == OPT_STATS && v == EBB_STATS_JSON) {
     fmt_str(f, "json");
+  } else if (kind == OPT_SIZE_PCT && OPT_IS_AUTO(v)) {
+    fmt_str(f, "auto+");
+    options_format(f, kind, (int64_t)OPT_AUTO_OF(v));
   } else if (kind == OPT_SIZE_PCT && OPT_IS_PCT(v)) {
     fmt_u64(f, OPT_PCT_OF(v));
     fmt_str(f, "%");

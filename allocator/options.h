@@ -15,14 +15,20 @@
 #define EBB_VERSION_STRING "0.2.0" /* until ebb.h defines it */
 #endif
 
-/* EBB_DIRTY_MAX holds bytes, or a percentage of active memory marked by this
- * bit, so that 0% (which means the 4 MiB floor) and 0 bytes differ. A build-time
- * percentage is written -DEBB_DEFAULT_DIRTY_MAX='OPT_PCT(25)'. Byte values stay
- * below the bit (4 EiB). */
+/* EBB_DIRTY_MAX holds bytes, or a percentage of active memory marked by
+ * OPT_PCT_BIT, so that 0% (which means the 4 MiB floor) and 0 bytes differ, or
+ * "auto" bytes beyond the recent peak marked by OPT_AUTO_BIT (decay.h). Build
+ * time: -DEBB_DEFAULT_DIRTY_MAX='OPT_PCT(25)', ='OPT_DIRTY_AUTO(64ll << 20)' or
+ * plain bytes. Byte values stay below OPT_AUTO_BIT (2 EiB). */
 #define OPT_PCT_BIT ((int64_t)1 << 62)
 #define OPT_PCT(n) (OPT_PCT_BIT | (int64_t)(n))
 #define OPT_IS_PCT(v) (((v)&OPT_PCT_BIT) != 0)
 #define OPT_PCT_OF(v) ((uint64_t)((v) & ~OPT_PCT_BIT))
+#define OPT_AUTO_BIT ((int64_t)1 << 61)
+#define OPT_DIRTY_AUTO(n) (OPT_AUTO_BIT | (int64_t)(n))
+#define OPT_IS_AUTO(v) (((v)&OPT_AUTO_BIT) != 0)
+#define OPT_AUTO_OF(v) ((size_t)((v) & ~OPT_AUTO_BIT))
+#define DIRTY_AUTO_ROOM (256ll << 20) /* "auto": 256M beyond the recent peak (docs/tuning.md) */
 
 #ifdef EBB_DEFAULT_DECAY_MS
 #define OPT_BUILT_DECAY_MS 1
@@ -34,7 +40,8 @@
 #define OPT_BUILT_DIRTY_MAX 1
 #else
 #define OPT_BUILT_DIRTY_MAX 0
-#define EBB_DEFAULT_DIRTY_MAX (256ll << 20) /* bytes, or OPT_PCT(n) */
+#define EBB_DEFAULT_DIRTY_MAX OPT_DIRTY_AUTO(DIRTY_AUTO_ROOM) /* bytes, OPT_PCT(n) or OPT_DIRTY_AUTO(bytes)  \
+                                                               */
 #endif
 #ifdef EBB_DEFAULT_BACKGROUND
 #define OPT_BUILT_BACKGROUND 1
@@ -68,9 +75,11 @@ enum opt_kind { OPT_MS, OPT_SIZE_PCT, OPT_BOOL, OPT_AUTO, OPT_PURGE, OPT_STATS }
 #define EBB_OPTIONS(X)                                                                                       \
   X(DECAY_MS, decay_ms, OPT_MS, EBB_DEFAULT_DECAY_MS, "milliseconds, 0-86400000",                            \
     "milliseconds freed memory may stay resident before it is returned to the kernel (0: at once)")          \
-  X(DIRTY_MAX, dirty_max, OPT_SIZE_PCT, EBB_DEFAULT_DIRTY_MAX, "bytes with optional K/M/G suffix, or N%",    \
-    "most freed-but-resident memory kept, as bytes (K/M/G suffix) or N% of active memory "                   \
-    "(never below 4M); beyond it the oldest is returned at once")                                            \
+  X(DIRTY_MAX, dirty_max, OPT_SIZE_PCT, EBB_DEFAULT_DIRTY_MAX,                                               \
+    "auto, auto+SIZE, SIZE (bytes with optional K/M/G suffix), or N%",                                       \
+    "most freed-but-resident memory kept; beyond it the oldest is returned at once. auto: 256M more than "   \
+    "active memory's fall from its recent peak (auto+SIZE: SIZE more), so resident memory stays within "     \
+    "that peak + 256M; SIZE: that many bytes; N%: of active memory, never below 4M")                         \
   X(BACKGROUND, background, OPT_AUTO, EBB_DEFAULT_BACKGROUND, "auto, " OPT_BOOL_VALUES,                      \
     "a background thread returns decayed memory even when no thread allocates: 1 always, "                   \
     "0 never, auto once the process has a second thread")                                                    \

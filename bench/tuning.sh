@@ -2,12 +2,14 @@
 # tuning.sh — the sweeps behind ebb's defaults (docs/tuning.md quotes its output).
 # Runs the bench programs under build/libebb.so with one EBB_* setting varied at a
 # time and prints markdown tables with medians of RUNS runs (default 3).
-#   bench/tuning.sh            (after `make -C bench all` and `make all`)
+#   bench/tuning.sh [decay] [dirty] [background]   (after `make -C bench all` and `make all`;
+#                                                 no argument: all three sweeps)
 # Columns:
 #   decay sweep: churn with 20 ms gaps (faults per cycle after 300 warm-up requests),
 #     prover with 500 ms idle gaps (RSS floor, rounds/s), floor (RSS 1 s after the
 #     peak, idle process, background thread on) — the three things the decay trades.
-#   dirty-max sweep: prover with 20 ms gaps (rounds/s, faults per round, floor).
+#   dirty-max sweep: prover with 20 ms gaps (rounds/s, faults per round, floor); heap,
+#     1 GiB of small blocks built and torn down 3 times (the median cycle is a rebuild).
 #   background: floor with no activity, RSS 2 s after the peak and CPU seconds used.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -38,7 +40,11 @@ med() {
   for _ in $(seq "$RUNS"); do run "$@" | field "$f"; done | median
 }
 
+SWEEPS=" ${*:-decay dirty background} "
+want() { [[ "$SWEEPS" == *" $1 "* ]]; }
+
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $(uname -r); runs per cell: $RUNS"
+if want decay; then
 echo
 echo "| EBB_DECAY_MS | churn 20 ms gaps: faults/cycle | prover 500 ms idle: floor MiB | prover 500 ms idle: rounds/s | floor, idle: MiB 1 s after peak |"
 echo "|---:|---:|---:|---:|---:|"
@@ -49,15 +55,29 @@ for d in 50 100 250 500 1000 2000; do
   ffloor=$(med end_kb EBB_DECAY_MS=$d EBB_BACKGROUND=1 -- ./build/floor --activity 0 --mib 256 --ms 1000)
   printf '| %s | %s | %s | %s | %s |\n' "$d" "$churn" "$(mib "$pfloor")" "$prate" "$(mib "$ffloor")"
 done
+fi
+if want dirty; then
 echo
 echo "| EBB_DIRTY_MAX | prover 20 ms idle: rounds/s | faults/round | floor MiB |"
 echo "|---:|---:|---:|---:|"
-for m in 16M 64M 256M 1G; do
+for m in 16M 64M 256M 1G auto; do
   rate=$(med rounds_per_s EBB_DIRTY_MAX=$m -- ./build/prover --idle-ms 20 --rounds 10)
   flt=$(med faults_per_round EBB_DIRTY_MAX=$m -- ./build/prover --idle-ms 20 --rounds 10)
   fl=$(med floor_kb EBB_DIRTY_MAX=$m -- ./build/prover --idle-ms 20 --rounds 10)
   printf '| %s | %s | %s | %s |\n' "$m" "$rate" "$flt" "$(mib "$fl")"
 done
+echo
+echo "| EBB_DIRTY_MAX | heap 1 GiB x3: rebuild ns/malloc | ns/free | faults/MiB (all builds) |" \
+  "RSS after the last teardown MiB | peak RSS MiB |"
+echo "|---:|---:|---:|---:|---:|---:|"
+for m in 256M 1G 2G auto+64M auto; do
+  line=$( (for _ in $(seq "$RUNS"); do run EBB_DIRTY_MAX=$m -- ./build/heap --mib 1024 --cycles 3; done) )
+  col() { echo "$line" | field "$1" | median; }
+  printf '| %s | %s | %s | %s | %s | %s |\n' "$m" "$(col ns_per_malloc)" "$(col ns_per_free)" \
+    "$(col faults_per_mb)" "$(mib "$(col rss_kb)")" "$(mib "$(col peak_rss_kb)")"
+done
+fi
+if want background; then
 echo
 echo "| EBB_BACKGROUND | floor, no activity: MiB 2 s after peak | CPU s (user+sys) of the whole run |"
 echo "|---|---:|---:|"
@@ -66,3 +86,4 @@ for b in 0 auto; do
   cpu=$( (for _ in $(seq "$RUNS"); do cpu_of env EBB_BACKGROUND=$b LD_PRELOAD="$LIB" ./build/floor --activity 0 --mib 256 --ms 2000; done) | median)
   printf '| %s | %s | %s |\n' "$b" "$(mib "$end")" "$cpu"
 done
+fi

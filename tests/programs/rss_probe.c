@@ -524,6 +524,69 @@ static int mode_small(void) {
   return 0;
 }
 
+/* ---------------------------------------------------------------- a big structure rebuilt */
+
+/* REBUILD_MIB of 64-1024 B blocks built (each written), freed in allocation
+ * order, built again, twice: the faults of the first build and of each
+ * rebuild. Then (cross) main frees its build and a second thread builds the
+ * same afresh in its own arena while main's teardown is still dirty: RSS over
+ * the start must stay within the recent peak + EBB_DIRTY_MAX's room. The
+ * pointer table is mapped here, outside the allocator. */
+#define REBUILD_MIB 512
+static void **rebuild_ptrs;
+static size_t rebuild_n;
+
+static void rebuild_build(void) {
+  size_t bytes = 0;
+  rebuild_n = 0;
+  for (size_t i = 0; bytes < REBUILD_MIB * MiB; i++) {
+    size_t n = 64 + (i * 37) % 961;
+    rebuild_ptrs[i] = malloc(n);
+    if (!rebuild_ptrs[i]) exit(2);
+    touch(rebuild_ptrs[i], n, (int)i);
+    bytes += n;
+    rebuild_n = i + 1;
+  }
+}
+
+static void rebuild_free(void) {
+  for (size_t i = 0; i < rebuild_n; i++) free(rebuild_ptrs[i]);
+}
+
+static void *rebuild_thread(void *arg) {
+  (void)arg;
+  rebuild_build();
+  return NULL;
+}
+
+static int mode_rebuild(void) {
+  rebuild_ptrs = xmap(REBUILD_MIB * MiB / 64 * sizeof *rebuild_ptrs);
+  size_t base = rss();
+  long f0 = minflt();
+  rebuild_build();
+  long first = minflt() - f0, worst = 0;
+  size_t built = rss();
+  for (int c = 0; c < 2; c++) {
+    rebuild_free();
+    long f = minflt();
+    rebuild_build();
+    if (minflt() - f > worst) worst = minflt() - f;
+  }
+  size_t peak = rss();
+  rebuild_free();
+  size_t torn = rss();
+  struct ebb_stats st = stats();
+  pthread_t t; /* the second build, in another thread's arena, beside the dirty teardown */
+  if (pthread_create(&t, NULL, rebuild_thread, NULL) || pthread_join(t, NULL)) return 2;
+  size_t cross = rss();
+  struct ebb_stats sc = stats();
+  printf("ebb=%d first_faults=%ld rebuild_faults=%ld built_mib=%.1f peak_mib=%.1f torn_mib=%.1f "
+         "torn_dirty_mib=%.1f cross_mib=%.1f cross_active_mib=%.1f cross_dirty_mib=%.1f\n",
+         on_ebb(), first, worst, smib(built, base), smib(peak, base), smib(torn, base), mib(st.dirty),
+         smib(cross, base), mib(sc.active), mib(sc.dirty));
+  return 0;
+}
+
 /* ---------------------------------------------------------------- an idle owner */
 
 /* A live thread that has gone idle: does what it built come back to the
@@ -721,8 +784,9 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "idle_self") == 0) return mode_idle_self();
   if (argc >= 2 && strcmp(argv[1], "idle_late") == 0) return mode_idle_late();
   if (argc >= 2 && strcmp(argv[1], "calloc") == 0) return mode_calloc();
+  if (argc >= 2 && strcmp(argv[1], "rebuild") == 0) return mode_rebuild();
   fprintf(stderr,
           "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay] | large | fork | small | idle_owner | idle_self | "
-          "idle_late | calloc\n");
+          "idle_late | calloc | rebuild\n");
   return 2;
 }

@@ -19,12 +19,26 @@ Test(decay_policy, expiry_is_exactly_the_decay_time) {
 }
 
 Test(decay_policy, dirty_limit_in_bytes_or_percent_with_a_floor) {
-  cr_assert_eq(decay_dirty_limit(64 << 20, 0), 64 << 20);
-  cr_assert_eq(decay_dirty_limit(OPT_PCT(50), (size_t)1 << 30), (size_t)512 << 20);
-  cr_assert_eq(decay_dirty_limit(OPT_PCT(50), 1 << 20), DECAY_PCT_FLOOR);
-  cr_assert_eq(decay_dirty_limit(0, 1 << 30), 0, "0 bytes keeps nothing");
-  cr_assert_eq(decay_dirty_limit(OPT_PCT(0), (size_t)1 << 30), DECAY_PCT_FLOOR, "0% keeps the 4 MiB floor");
-  cr_assert_eq(decay_dirty_limit(OPT_PCT(200), (size_t)1 << 30), (size_t)2 << 30);
+  cr_assert_eq(decay_dirty_limit(64 << 20, 0, 0), 64 << 20);
+  cr_assert_eq(decay_dirty_limit(OPT_PCT(50), (size_t)1 << 30, 0), (size_t)512 << 20);
+  cr_assert_eq(decay_dirty_limit(OPT_PCT(50), 1 << 20, 0), DECAY_PCT_FLOOR);
+  cr_assert_eq(decay_dirty_limit(0, 1 << 30, 0), 0, "0 bytes keeps nothing");
+  cr_assert_eq(decay_dirty_limit(OPT_PCT(0), (size_t)1 << 30, 0), DECAY_PCT_FLOOR,
+               "0% keeps the 4 MiB floor");
+  cr_assert_eq(decay_dirty_limit(OPT_PCT(200), (size_t)1 << 30, 0), (size_t)2 << 30);
+  cr_assert_eq(decay_cap_batch(64 << 20, 64 << 20), 8 << 20, "a fixed cap purges an eighth of itself more");
+}
+
+Test(decay_policy, auto_limit_is_the_room_plus_the_fall_from_the_recent_peak) {
+  const int64_t autocap = OPT_DIRTY_AUTO(256 << 20);
+  cr_assert_eq(decay_dirty_limit(autocap, 100 << 20, 100 << 20), (size_t)256 << 20, "at the peak: the room");
+  cr_assert_eq(decay_dirty_limit(autocap, 0, (size_t)1 << 30), ((size_t)1 << 30) + (256 << 20),
+               "torn down: all of it, plus the room");
+  cr_assert_eq(decay_dirty_limit(autocap, 300 << 20, 1000 << 20), (size_t)956 << 20);
+  cr_assert_eq(decay_dirty_limit(autocap, 200 << 20, 100 << 20), (size_t)256 << 20, "above a stale peak");
+  cr_assert_eq(decay_dirty_limit(OPT_DIRTY_AUTO(0), 5, 5), 0);
+  cr_assert_eq(decay_cap_batch(autocap, (size_t)4 << 30), 32 << 20,
+               "batches are an eighth of the room, not of the peak: that is memory about to be reused");
 }
 
 static void activity(int n) { /* enough local frees for several clock reads */
@@ -80,6 +94,52 @@ Test(decay, the_dirty_cap_is_enforced_at_once) {
   /* down to 7/8 of the cap each time: 37 purges here, 111 when every page
    * freed beyond the cap purged alone */
   cr_assert_lt(fake_purges, 60, "the cap purges in batches (%zu madvise calls)", (size_t)fake_purges);
+}
+
+/* The default cap ("auto") with a room of 1 MiB: a teardown eight times the
+ * room stays resident, and the rebuild takes it back without a purge or a
+ * fresh page (with a fixed 1 MiB cap, above, 6 MiB or more went back). */
+Test(decay, auto_cap_keeps_a_teardown_for_its_rebuild) {
+  opt.dirty_max = OPT_DIRTY_AUTO(1 << 20);
+  static void *p[2048];
+  for (int round = 0; round < 3; round++) {
+    for (int i = 0; i < 2048; i++) p[i] = ebb_malloc(4096);
+    struct ebb_stats built = stats();
+    for (int i = 0; i < 2048; i++) ebb_free(p[i]);
+    struct ebb_stats s = stats();
+    cr_assert_geq(s.dirty, (size_t)7 << 20, "round %d: the teardown stays dirty (%zu)", round, s.dirty);
+    cr_assert_eq(fake_purges, 0, "round %d: nothing purged (%zu bytes)", round, fake_purged_bytes);
+    if (round) cr_assert_eq(built.mapped, s.mapped, "round %d: the rebuild mapped nothing new", round);
+    fake_now += 10;
+  }
+}
+
+static void *build_8mib(void *arg) {
+  void **q = arg;
+  for (int i = 0; i < 2048; i++) q[i] = ebb_malloc(4096);
+  return NULL; /* keeps them: only the resident total matters */
+}
+
+/* The auto cap bounds resident memory by the recent peak of active memory plus
+ * the room: a teardown in one thread cannot stay resident beside a build in
+ * another that maps afresh (the builder purges the other arena's dirty units). */
+Test(decay, auto_cap_purges_a_teardown_beside_a_fresh_build) {
+  opt.dirty_max = OPT_DIRTY_AUTO(1 << 20);
+  static void *p[2048];
+  for (int i = 0; i < 2048; i++) p[i] = ebb_malloc(4096);
+  size_t peak = stats().active;
+  for (int i = 0; i < 2048; i++) ebb_free(p[i]);
+  cr_assert_geq(stats().dirty, (size_t)7 << 20, "the teardown waits, dirty");
+  cr_assert_eq(fake_purges, 0);
+  pthread_t t;
+  static void *q[2048];
+  pthread_create(&t, NULL, build_8mib, q);
+  pthread_join(t, NULL);
+  struct ebb_stats s = stats();
+  cr_assert_geq(s.active, (size_t)7 << 20, "the other thread's build is active (%zu)", s.active);
+  cr_assert_leq(s.active + s.dirty, peak + (1 << 20) + UNIT_SIZE,
+                "resident %zu + %zu over the peak %zu + the 1 MiB room", s.active, s.dirty, peak);
+  cr_assert_geq(fake_purged_bytes, (size_t)6 << 20, "the teardown was purged (%zu)", fake_purged_bytes);
 }
 
 Test(decay, trim_returns_everything_now) {

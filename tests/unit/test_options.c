@@ -38,6 +38,14 @@ Test(options, values_parse_as_documented) {
   cr_assert(options_parse(OPT_SIZE_PCT, "25%", &v) && v == OPT_PCT(25) && OPT_IS_PCT(v) &&
             OPT_PCT_OF(v) == 25);
   cr_assert(options_parse(OPT_SIZE_PCT, "0%", &v) && v == OPT_PCT(0) && v != 0, "0%% and 0 bytes differ");
+  cr_assert(options_parse(OPT_SIZE_PCT, "auto", &v) && v == OPT_DIRTY_AUTO(256 << 20) && OPT_IS_AUTO(v) &&
+            !OPT_IS_PCT(v) && OPT_AUTO_OF(v) == 256 << 20);
+  cr_assert(options_parse(OPT_SIZE_PCT, "auto+64M", &v) && v == OPT_DIRTY_AUTO(64 << 20));
+  cr_assert(options_parse(OPT_SIZE_PCT, "auto+0", &v) && v == OPT_DIRTY_AUTO(0) && v != 0);
+  const char *bad_auto[] = {"auto+",    "auto+5%", "auto+auto",          "autox",
+                            "auto 64M", "auto+-1", "2305843009213693952"};
+  for (size_t i = 0; i < 7; i++)
+    cr_assert_not(options_parse(OPT_SIZE_PCT, bad_auto[i], &v), "%s", bad_auto[i]);
   cr_assert(options_parse(OPT_BOOL, "yes", &v) && v == 1);
   cr_assert(options_parse(OPT_BOOL, "0", &v) && v == 0);
   cr_assert(options_parse(OPT_PURGE, "free", &v) && v == 1);
@@ -76,6 +84,9 @@ Test(options, values_print_as_documented) {
   cr_assert_str_eq(formatted(OPT_SIZE_PCT, 0), "0");
   cr_assert_str_eq(formatted(OPT_SIZE_PCT, OPT_PCT(0)), "0%");
   cr_assert_str_eq(formatted(OPT_SIZE_PCT, OPT_PCT(25)), "25%");
+  cr_assert_str_eq(formatted(OPT_SIZE_PCT, OPT_DIRTY_AUTO(256 << 20)), "auto");
+  cr_assert_str_eq(formatted(OPT_SIZE_PCT, OPT_DIRTY_AUTO(64 << 20)), "auto+64M");
+  cr_assert_str_eq(formatted(OPT_SIZE_PCT, OPT_DIRTY_AUTO(0)), "auto+0");
   cr_assert_str_eq(formatted(OPT_AUTO, 2), "auto");
   cr_assert_str_eq(formatted(OPT_AUTO, 0), "0");
   cr_assert_str_eq(formatted(OPT_PURGE, 1), "free");
@@ -96,8 +107,8 @@ Test(options, bad_values_warn_and_keep_the_default) {
                             "keeping the default 250\n"),
                      "%s", fake_stderr);
   cr_assert_not_null(strstr(fake_stderr,
-                            "ebb: warning: EBB_DIRTY_MAX=-3 is not valid (bytes with optional K/M/G "
-                            "suffix, or N%); keeping the default 256M\n"),
+                            "ebb: warning: EBB_DIRTY_MAX=-3 is not valid (auto, auto+SIZE, SIZE (bytes "
+                            "with optional K/M/G suffix), or N%); keeping the default auto\n"),
                      "%s", fake_stderr);
   cr_assert_not_null(
       strstr(fake_stderr, "ebb: warning: EBB_STATS=3 is not valid (0, 1, 2, json); keeping the default 0\n"),
@@ -122,13 +133,13 @@ Test(options, zero_percent_is_the_floor_not_zero_bytes) {
   init_with((const char *[]){"EBB_DIRTY_MAX=0%", NULL});
   cr_assert_str_empty(fake_stderr, "0%% is valid: %s", fake_stderr);
   cr_assert_eq(opt.dirty_max, OPT_PCT(0));
-  cr_assert_eq(decay_dirty_limit(opt.dirty_max, 0), DECAY_PCT_FLOOR, "0%% keeps the 4 MiB floor");
-  cr_assert_eq(decay_dirty_limit(opt.dirty_max, (size_t)1 << 40), DECAY_PCT_FLOOR);
+  cr_assert_eq(decay_dirty_limit(opt.dirty_max, 0, 0), DECAY_PCT_FLOOR, "0%% keeps the 4 MiB floor");
+  cr_assert_eq(decay_dirty_limit(opt.dirty_max, (size_t)1 << 40, 0), DECAY_PCT_FLOOR);
   init_with((const char *[]){"EBB_DIRTY_MAX=0", NULL});
   cr_assert_eq(opt.dirty_max, 0);
-  cr_assert_eq(decay_dirty_limit(opt.dirty_max, (size_t)1 << 30), 0, "0 bytes keeps nothing");
+  cr_assert_eq(decay_dirty_limit(opt.dirty_max, (size_t)1 << 30, 0), 0, "0 bytes keeps nothing");
   init_with((const char *[]){"EBB_DIRTY_MAX=10%", NULL});
-  cr_assert_eq(decay_dirty_limit(opt.dirty_max, (size_t)1 << 30), ((size_t)1 << 30) / 10);
+  cr_assert_eq(decay_dirty_limit(opt.dirty_max, (size_t)1 << 30, 0), ((size_t)1 << 30) / 10);
 }
 
 Test(options, every_init_starts_from_the_defaults) {
@@ -175,7 +186,7 @@ Test(options, verbose_lists_every_setting_with_its_source) {
       (const char *[]){"EBB_VERBOSE=1", "EBB_DECAY_MS=100", "EBB_STATS=json", "EBB_PURGE=sometimes", NULL});
   const char *want = "ebb: version " EBB_VERSION_STRING ", pid 4242\n"
                      "ebb: EBB_DECAY_MS=100 (environment)\n"
-                     "ebb: EBB_DIRTY_MAX=256M (default)\n"
+                     "ebb: EBB_DIRTY_MAX=auto (default)\n"
                      "ebb: EBB_BACKGROUND=auto (default)\n"
                      "ebb: EBB_STATS=json (environment)\n"
                      "ebb: EBB_PURGE=dontneed (default; the environment's value was not valid)\n"
