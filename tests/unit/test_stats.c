@@ -222,6 +222,38 @@ Test(stats, the_live_peak_is_sampled) {
   cr_assert_eq(s2.peak_allocated, s1.peak_allocated);
 }
 
+static size_t active_now(void) { /* without sampling, as ebb_stats would */
+  size_t mapped = 0, active = 0, dirty = 0, purged = 0, live = 0;
+  uint64_t arenas = 0;
+  arena_stats_sum(&mapped, &active, &dirty, &purged, &live, &arenas);
+  return active;
+}
+
+static size_t live_peak(void) {
+  size_t mapped, active, dirty, live;
+  arena_peaks(&mapped, &active, &dirty, &live);
+  return live;
+}
+
+/* The background thread samples only when a sample may find a new peak: at
+ * once when active memory grew, else once a second. */
+Test(stats, the_background_samples_when_active_memory_grows_or_once_a_second) {
+  enum { N = 512 };
+  static void *p[N];
+  for (int i = 0; i < N; i++) p[i] = ebb_malloc(4096);
+  for (int i = 1; i < N; i += 2) ebb_free(p[i]); /* every page half free: active stays */
+  arena_purge_background(fake_now);
+  size_t half = live_peak(), active = active_now();
+  cr_assert_geq(half, N / 2 * 4096, "active memory grew: sampled (%zu)", half);
+  cr_assert_lt(half, N * 4096);
+  for (int i = 1; i < N; i += 2) p[i] = ebb_malloc(4096); /* into the same pages */
+  cr_assert_eq(active_now(), active, "the blocks went into the half-free pages");
+  arena_purge_background(fake_now + 10);
+  cr_assert_eq(live_peak(), half, "no growth, within the second: not sampled");
+  arena_purge_background(fake_now + 1010);
+  cr_assert_geq(live_peak(), N * 4096, "a second later: sampled (%zu)", live_peak());
+}
+
 /* A block in every class: a table of 120 rows, longer than the 4 KiB buffer. */
 Test(stats, a_long_table_goes_out_in_pieces) {
   static void *p[NCLASSES];
