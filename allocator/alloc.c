@@ -380,12 +380,17 @@ static void *realloc_in(arena_t *a, void *p, size_t size, bool first_class) {
   }
   size_t old = usable_of(o);
   if (o.chunk && size <= old && size >= old / 2) return p;
+  uint64_t now;
   if (!o.chunk && size > CLASS_MAX_SIZE && size <= MAX_REQUEST &&
-      huge_resize(o.huge, size, opt.decay_ms != 0, os_now_ms())) {
+      huge_resize(o.huge, size, opt.decay_ms != 0, now = os_now_ms())) {
     huge_t *h = o.huge;
     track_free(p);
     track_malloc(h->user, huge_usable(h), false);
     track_open(h->user, old < size ? old : size); /* the kept bytes moved with the pages */
+    if (size > old) { /* grown in place: a peak, and the auto cap shrinks */
+      arena_note_peaks(now);
+      arena_cap_after_growth();
+    }
     return h->user;
   }
   void *q = alloc_in(first_class ? a : NULL, size, first_class);

@@ -560,6 +560,19 @@ Test(huge, realloc_growth_past_the_cached_extent_moves_without_losing_it) {
   cr_assert_eq((unsigned char)s[0], 0x5a);
 }
 
+/* A block grown by realloc (in place, into the cache after it, or moved by
+ * the kernel: the same descriptor) is a new peak of active memory: in
+ * ebb_stats, and for the auto cap's recent peak (which then lets its teardown
+ * wait for a rebuild). */
+Test(huge, realloc_growth_is_a_peak) {
+  char *p = big(4 * MiB);
+  char *q = ebb_realloc(p, 48 * MiB);
+  cr_assert_not_null(q);
+  cr_assert_gt(fake_resizes + fake_moves, 0, "grown by the kernel (huge_resize), not copied");
+  ebb_free(q);
+  cr_assert_geq(stats().peak_active, 48 * MiB, "peak_active %zu", stats().peak_active);
+}
+
 /* ---------------------------------------------------------------- the kernel refusing */
 
 Test(huge, a_refused_mapping_is_enomem_and_leaks_nothing) {
