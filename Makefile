@@ -121,7 +121,10 @@ test-stress: $(B)/tests/stress $(B)/tests/stress-debug
 	@EBBTEST_SCALE=4 $(SUITE) stress-debug $(B)/tests/stress-debug.log "the same {n} tests on the debug build (assertions and validators on), a quarter of the work" \
 	  -- $(B)/tests/stress-debug --jobs=1 --verbose
 test-fuzz-decay: $(B)/tests/stress
-	@EBB_DECAY_MS=1 $(SUITE) fuzz-decay $(B)/tests/fuzz-decay.log "the fuzzer again, with decay passes every millisecond" \
+	@# auto+0: the cap allows no dirty memory beyond the recent peak, so threads that grow
+	@# purge other arenas' free units (cap_purge_arena) all through the run.
+	@EBB_DECAY_MS=1 EBB_DIRTY_MAX=auto+0 $(SUITE) fuzz-decay $(B)/tests/fuzz-decay.log \
+	  "the fuzzer again, with decay passes every millisecond and the dirty cap at the recent peak" \
 	  -- $(B)/tests/stress --jobs=1 --verbose --filter 'fuzz/*'
 test-valgrind: $(B)/tests/api-vg
 	@# Criterion re-executes the binary for each test (hence trace-children); memcheck must
