@@ -21,9 +21,9 @@ static atomic_size_t peak_mapped, peak_active, peak_dirty; /* high-water marks, 
 static atomic_size_t peak_live;          /* highest bytes in live blocks seen when sampled */
 static atomic_size_t active_total;       /* sum of arenas' active bytes, for a % cap */
 static _Atomic uint64_t last_global;     /* when the global purge last ran */
-/* The peak of active bytes over the last RECENT_PEAK_DECAYS to twice that many
- * decay times, for the auto cap (decay.h): the peak of the window that began
- * at recent_since, and of the window before it. Several decay times, not one:
+/* The peak of active bytes over at least the last RECENT_PEAK_DECAYS decay
+ * times (at most three times that), for the auto cap (decay.h): the peak of
+ * the window that began at recent_since, and of the window before it. Several decay times, not one:
  * a structure rebuilt while its teardown's pages are still dirty reuses them
  * for as long as the rebuild takes (bench/heap 512M, 3 cycles: with one decay
  * time, a rebuild that ran past the end of the peak's window purged 50 MiB of
@@ -200,8 +200,12 @@ static void note_max(atomic_size_t *peak, size_t v) {
 static void note_recent_peak(size_t active, uint64_t now) {
   uint64_t since = atomic_load_explicit(&recent_since, memory_order_relaxed);
   uint64_t len = opt.decay_ms ? (uint64_t)opt.decay_ms * RECENT_PEAK_DECAYS : 1;
-  if (now >= since + len &&
-      atomic_compare_exchange_strong_explicit(&recent_since, &since, now, memory_order_relaxed, memory_order_relaxed)) {
+  if (!since && now) { /* the first window starts at the first note with a time */
+    atomic_compare_exchange_strong_explicit(&recent_since, &since, now, memory_order_relaxed,
+                                            memory_order_relaxed);
+  } else if (now >= since + len &&
+             atomic_compare_exchange_strong_explicit(&recent_since, &since, now, memory_order_relaxed,
+                                                     memory_order_relaxed)) {
     size_t prev = atomic_exchange_explicit(&recent_peak_cur, active, memory_order_relaxed);
     atomic_store_explicit(&recent_peak_prev, now - since < 2 * len ? prev : 0, memory_order_relaxed);
   }

@@ -142,6 +142,44 @@ Test(decay, auto_cap_purges_a_teardown_beside_a_fresh_build) {
   cr_assert_geq(fake_purged_bytes, (size_t)6 << 20, "the teardown was purged (%zu)", fake_purged_bytes);
 }
 
+/* The recent peak lives for one to two windows of 4 decay times (2 to 4 s
+ * here). The clock moves while this thread runs no decay pass and the other
+ * only mallocs 128 KiB, too little for a tick: what goes, the cap took (the
+ * control shows decay took none). */
+static void *build_a_little(void *arg) { /* 32 refills: fewer slow-path events than a tick takes */
+  void **q = arg;
+  for (int i = 0; i < 32; i++) q[i] = ebb_malloc(4096);
+  return NULL;
+}
+
+static struct ebb_stats teardown_then_fresh_build(uint64_t later) {
+  opt.dirty_max = OPT_DIRTY_AUTO(1 << 20);
+  static void *p[2048];
+  for (int i = 0; i < 2048; i++) p[i] = ebb_malloc(4096);
+  for (int i = 0; i < 2048; i++) ebb_free(p[i]);
+  cr_assert_geq(stats().dirty, (size_t)7 << 20);
+  fake_reset();
+  fake_now += later;
+  arena_tls->tick = 1 << 30; /* this thread's frees (pthread_join's own) run no decay pass */
+  pthread_t t;
+  static void *q[32];
+  pthread_create(&t, NULL, build_a_little, q);
+  pthread_join(t, NULL);
+  return stats();
+}
+
+Test(decay, the_recent_peak_holds_for_a_window_and_more) {
+  struct ebb_stats s = teardown_then_fresh_build(6 * 500);
+  cr_assert_geq(s.dirty, (size_t)7 << 20, "the teardown still waits (%zu): its peak is recent", s.dirty);
+  cr_assert_eq(fake_purges, 0);
+}
+
+Test(decay, the_recent_peak_is_forgotten_after_two_windows) {
+  struct ebb_stats s = teardown_then_fresh_build(8 * 500 + 1);
+  cr_assert_leq(s.dirty, (size_t)2 << 20, "the old teardown beside a fresh build (%zu)", s.dirty);
+  cr_assert_geq(fake_purged_bytes, (size_t)6 << 20);
+}
+
 Test(decay, trim_returns_everything_now) {
   static void *p[512];
   for (int i = 0; i < 512; i++) p[i] = ebb_malloc(8192);
