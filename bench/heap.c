@@ -15,13 +15,15 @@
  * the blocks and writes their entries, so the table's own page faults fall outside
  * the measured build. The table is unmapped before rss_kb is read.
  *
- * Cases (run.sh): --mib 1024 --cycles 2 (quick: 256, smoke: 8 and 1 cycle).
+ * Cases (run.sh): --mib 1024 --cycles 3 (quick: 256, smoke: 8 and 1 cycle), so
+ * that the median cycle is a rebuild.
  * Reports: ns_per_malloc (build time / blocks, including the two byte writes per
  * block and the page faults they cause; median over cycles, with 2 cycles the mean
  * of the two), ns_per_free (teardown time / blocks, median over cycles),
  * faults_per_mb (minor faults during all the build phases per MiB requested in
- * them: 256 when every 4 KiB page is fresh, plus the allocator's overhead; ~half
- * that with 2 cycles when the second build reuses the first's pages), peak_rss_kb (ru_maxrss: includes the pointer table, 8 B a block, ~16 MiB at
+ * them: 256 when every 4 KiB page is fresh, plus the allocator's overhead; a third
+ * of that with 3 cycles when the rebuilds reuse the first build's pages),
+ * peak_rss_kb (ru_maxrss: includes the pointer table, 8 B a block, ~16 MiB at
  * 1 GiB with the default sizes), rss_kb after the last teardown. */
 #include "common.h"
 
