@@ -387,7 +387,7 @@ static void *realloc_in(arena_t *a, void *p, size_t size, bool first_class) {
     track_free(p);
     track_malloc(h->user, huge_usable(h), false);
     track_open(h->user, old < size ? old : size); /* the kept bytes moved with the pages */
-    if (size > old) { /* grown in place: a peak, and the auto cap shrinks */
+    if (size > old) { /* grown (in place or moved by the kernel): a peak, and the auto cap shrinks */
       arena_note_peaks(now);
       arena_cap_after_growth();
     }

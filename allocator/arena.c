@@ -23,12 +23,12 @@ static atomic_size_t active_total;       /* sum of arenas' active bytes, for a %
 static _Atomic uint64_t last_global;     /* when the global purge last ran */
 /* The peak of active bytes over at least the last RECENT_PEAK_DECAYS decay
  * times (at most three times that), for the auto cap (decay.h): the peak of
- * the window that began at recent_since, and of the window before it. Several decay times, not one:
- * a structure rebuilt while its teardown's pages are still dirty reuses them
- * for as long as the rebuild takes (bench/heap 512M, 3 cycles: with one decay
- * time, a rebuild that ran past the end of the peak's window purged 50 MiB of
- * its own teardown, 25 faults a MiB). The age of dirty memory stays bounded
- * by decay itself. */
+ * the window that began at recent_since, and of the window before it.
+ * Several decay times, not one: a structure rebuilt while its teardown's pages
+ * are still dirty reuses them for as long as the rebuild takes (bench/heap
+ * 512M, 3 cycles: with one decay time, a rebuild that ran past the end of the
+ * peak's window purged 50 MiB of its own teardown, 25 faults a MiB). The age
+ * of dirty memory stays bounded by decay itself. */
 #define RECENT_PEAK_DECAYS 4
 static atomic_size_t recent_peak_cur, recent_peak_prev;
 static _Atomic uint64_t recent_since;

@@ -8,7 +8,8 @@
 #define DECAY_PCT_FLOOR ((size_t)4 << 20) /* a percentage cap never goes below this */
 
 /* Dirty bytes allowed given the EBB_DIRTY_MAX setting, active bytes now, and
- * the peak of active bytes over the last decay time (arena.c keeps it):
+ * the recent peak of active bytes (of the last 4 to 12 decay times; arena.c
+ * keeps it):
  * - bytes: that many;
  * - OPT_PCT(n): n percent of active bytes but never below DECAY_PCT_FLOOR (so
  *   0% keeps 4 MiB, while 0 bytes keeps nothing);
