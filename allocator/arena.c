@@ -296,6 +296,8 @@ void arena_enforce_cap(void) {
     if (a != self) excess = cap_purge_arena(a, excess);
 }
 
+size_t arena_dirty_limit(void) { return dirty_limit(); }
+
 void arena_cap_after_growth(void) {
   if (opt.decay_ms && dirty_all() > dirty_limit()) arena_enforce_cap();
 }

@@ -179,6 +179,10 @@ void arena_enforce_cap(void);
  * shrinks with it (decay.h), so dirty memory beyond it is purged. Cheap when
  * under the cap. No arena lock held. */
 void arena_cap_after_growth(void);
+/* The dirty bytes the cap allows right now (pooled chunks and cached large
+ * blocks included): EBB_DIRTY_MAX, or for auto its room plus the fall from the
+ * recent peak. For EBB_STATS. */
+size_t arena_dirty_limit(void);
 /* fork: every arena lock (and the chunk pool's) is taken before and released
  * after; in the child, other threads' arenas are orphaned. */
 void arena_lock_all(void);

@@ -86,6 +86,8 @@ static void summary(fmt_t *f, const struct ebb_stats *s) {
   row(f, "mapped", s->mapped, &s->peak_mapped, "address space taken from the kernel");
   row(f, "active", s->active, &s->peak_active, "pages and large blocks in use");
   row(f, "dirty", s->dirty, &s->peak_dirty, "freed, still resident, waiting for decay");
+  size_t cap = arena_dirty_limit();
+  row(f, "dirty cap", cap, NULL, "the most dirty memory kept now (EBB_DIRTY_MAX)");
   row(f, "allocated", s->allocated, &s->peak_allocated, "in live blocks (the peak is sampled)");
   if (s->resident)
     row(f, "resident", s->resident, NULL, "the whole process, as the kernel counts it");
@@ -173,6 +175,7 @@ static void json(fmt_t *f, int fd, const struct ebb_stats *s, const class_stat_t
   jnum(f, "peak_allocated", s->peak_allocated);
   jnum(f, "resident", s->resident);
   jnum(f, "threads", s->threads);
+  jnum(f, "dirty_limit", arena_dirty_limit());
   fmt_str(f, ",\"classes\":[");
   bool first = true;
   for (unsigned c = 0; c < NCLASSES; c++) {

@@ -109,6 +109,8 @@ Test(decay, auto_cap_keeps_a_teardown_for_its_rebuild) {
     struct ebb_stats s = stats();
     cr_assert_geq(s.dirty, (size_t)7 << 20, "round %d: the teardown stays dirty (%zu)", round, s.dirty);
     cr_assert_eq(fake_purges, 0, "round %d: nothing purged (%zu bytes)", round, fake_purged_bytes);
+    cr_assert_geq(arena_dirty_limit(), s.dirty + (1 << 20) - UNIT_SIZE,
+                  "round %d: the cap (EBB_STATS' dirty cap) is the room plus the fall from the peak", round);
     if (round) cr_assert_eq(built.mapped, s.mapped, "round %d: the rebuild mapped nothing new", round);
     fake_now += 10;
   }

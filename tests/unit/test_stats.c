@@ -98,6 +98,7 @@ Test(stats, summary_for_people) {
   const char *rows[] = {"\n  mapped  ",
                         "\n  active  ",
                         "\n  dirty   ",
+                        "\n  dirty cap ",
                         "\n  allocated ",
                         "\n  purged  ",
                         "\n  calls      mmap ",
@@ -184,6 +185,7 @@ Test(stats, json_for_scripts) {
   cr_assert_eq(jfield(out, "threads"), 1);
   cr_assert_geq(jfield(out, "peak_allocated"), s.allocated);
   cr_assert_geq(jfield(out, "peak_mapped"), s.mapped);
+  cr_assert_eq(jfield(out, "dirty_limit"), arena_dirty_limit());
   const char *classes =
       ",\"classes\":[{\"class\":2,\"size\":48,\"pages\":1,\"blocks\":1000,\"live_bytes\":48000,"
       "\"span_bytes\":65536,\"waste\":17536},{\"class\":49,\"size\":5120,\"pages\":1,\"blocks\":10,"
