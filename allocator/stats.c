@@ -12,7 +12,7 @@
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
-EBB_EXPORT void ebb_stats(struct ebb_stats *out) {
+static void stats_fill(struct ebb_stats *out) {
   thread_process_init(); /* options, classes: ebb_stats may be a program's first call */
   size_t mapped = 0, active = 0, dirty = 0, purged = 0, allocated = 0;
   uint64_t arenas = 0;
@@ -37,6 +37,17 @@ EBB_EXPORT void ebb_stats(struct ebb_stats *out) {
   out->peak_mapped = max_size(out->peak_mapped, out->mapped);
   out->peak_active = max_size(out->peak_active, out->active);
   out->peak_dirty = max_size(out->peak_dirty, out->dirty);
+}
+
+EBB_EXPORT void ebb_stats_sized(struct ebb_stats *out, size_t size) {
+  struct ebb_stats s;
+  stats_fill(&s);
+  memcpy(out, &s, size < sizeof s ? size : sizeof s);
+}
+
+/* ebb 0.1's struct ended at arenas; the name in parentheses is the symbol, not the header's macro. */
+EBB_EXPORT void(ebb_stats)(struct ebb_stats *out) {
+  ebb_stats_sized(out, offsetof(struct ebb_stats, arenas) + sizeof out->arenas);
 }
 
 

@@ -84,7 +84,15 @@ struct ebb_stats {
                              (/proc/self/statm); 0 if unknown */
   uint64_t threads;       /* threads that ever allocated (each got an arena) */
 };
+/* Fills *out. ebb_stats(&s) passes the struct's size (the macro below), so
+ * the library writes only the fields the caller's header has: a program built
+ * against an older header (0.1's ended at `arenas`) is never written past
+ * its struct, and fields appended later reach only callers that have them.
+ * The symbol ebb_stats itself, which 0.1 binaries and dlsym callers reach,
+ * writes 0.1's fields, mapped to arenas, and nothing after them. */
+void ebb_stats_sized(struct ebb_stats *out, size_t size);
 void ebb_stats(struct ebb_stats *out);
+#define ebb_stats(out) ebb_stats_sized((out), sizeof *(out))
 /* ebb_stats_print levels, as EBB_STATS: */
 #define EBB_STATS_SUMMARY 1 /* a short summary for people (EBB_STATS=1) */
 #define EBB_STATS_CLASSES 2 /* the summary and a table per size class in use (EBB_STATS=2) */

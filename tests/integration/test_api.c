@@ -748,6 +748,40 @@ API_TEST(owns, arena_blocks) {
 
 /* ---------------------------------------------------------------- stats and trim */
 
+/* struct ebb_stats as ebb 0.1's header had it: a binary built against it and
+ * run on this library reaches the symbol ebb_stats, which must fill these
+ * fields and write nothing after them (0.2 appended six fields; writing them
+ * into an old caller's struct would overwrite its stack). */
+struct ebb_stats_0_1 {
+  size_t mapped, active, dirty, purged, allocated;
+  uint64_t mmap_calls, munmap_calls, madvise_calls, arenas;
+};
+
+API_TEST(stats, a_caller_built_against_the_0_1_header_is_not_written_past_its_struct) {
+  struct {
+    struct ebb_stats_0_1 s;
+    unsigned char canary[128];
+  } old;
+  memset(&old, 0xa5, sizeof old);
+  void *big = malloc(hide_size(8 * MiB));
+  cr_assert(big);
+  void (*sym)(struct ebb_stats *) = hide_ptr(ebb_stats); /* the symbol, as a 0.1 binary calls it */
+  sym((struct ebb_stats *)(void *)&old.s);
+  for (size_t i = 0; i < sizeof old.canary; i++)
+    cr_assert_eq(old.canary[i], 0xa5, "byte %zu after a 0.1-sized struct was written", i);
+  cr_assert_geq(old.s.mapped, 8 * MiB, "the 0.1 fields are filled (mapped %zu)", old.s.mapped);
+  cr_assert_geq(old.s.active, 8 * MiB);
+  cr_assert_geq(old.s.mmap_calls, 1);
+  cr_assert_neq(old.s.arenas, 0xa5a5a5a5a5a5a5a5ull, "the last 0.1 field is written");
+  /* this header's callers get every field: ebb_stats(&s) passes its size */
+  struct ebb_stats s;
+  memset(&s, 0, sizeof s);
+  ebb_stats(&s);
+  cr_assert_geq(s.threads, 1, "a field 0.2 added is filled for a 0.2 caller");
+  cr_assert_geq(s.peak_active, s.active);
+  free(big);
+}
+
 API_TEST(stats, counters_follow_a_large_block) {
   struct ebb_stats s0, s1, s2;
   ebb_stats(&s0);
