@@ -48,7 +48,8 @@ static const char ctor_src[] = "#include <stdlib.h>\n"
                                "int main(void) { return !p || p[100] != 1; }\n";
 
 /* Known live blocks: 1000 x 48 bytes, 10 x 5000, 3 x 100000, one of 64 MiB;
- * then prints its own ebb_stats (found with dlsym) as key=value lines. */
+ * then prints its own ebb_stats (ebb_stats_sized, found with dlsym: the
+ * ebb_stats symbol fills only 0.1's fields) as key=value lines. */
 static const char mix_src[] =
     "#define _GNU_SOURCE\n"
     "#include <dlfcn.h>\n"
@@ -67,10 +68,11 @@ static const char mix_src[] =
     "  for (int i = 0; i < n; i++) if (!keep[i]) return 1;\n"
     "  memset(keep[n - 1], 7, 1 << 20);\n"
     "  if (argc > 1 && strcmp(argv[1], \"malloc_stats\") == 0) { malloc_stats(); return 0; }\n"
-    "  void (*st)(struct ebb_stats *) = (void (*)(struct ebb_stats *))dlsym(RTLD_DEFAULT, \"ebb_stats\");\n"
+    "  void (*st)(struct ebb_stats *, size_t) =\n"
+    "      (void (*)(struct ebb_stats *, size_t))dlsym(RTLD_DEFAULT, \"ebb_stats_sized\");\n"
     "  if (!st) return 2;\n"
     "  struct ebb_stats s;\n"
-    "  st(&s);\n"
+    "  st(&s, sizeof s);\n"
     "  printf(\"live_requested=%zu\\nallocated=%zu\\nactive=%zu\\nmapped=%zu\\narenas=%llu\\n\"\n"
     "         \"peak_allocated=%zu\\nthreads=%llu\\nmmap_calls=%llu\\n\",\n"
     "         (size_t)(1000 * 48 + 10 * 5000 + 3 * 100000) + ((size_t)64 << 20), s.allocated, s.active,\n"
