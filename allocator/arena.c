@@ -299,7 +299,7 @@ void arena_enforce_cap(void) {
 size_t arena_dirty_limit(void) { return dirty_limit(); }
 
 void arena_cap_after_growth(void) {
-  if (opt.decay_ms && dirty_all() > dirty_limit()) arena_enforce_cap();
+  if (opt.decay_ms) arena_enforce_cap(); /* under the cap: two sums and a compare */
 }
 
 /* A class gets back the very span it gave up last, if still free: a request
@@ -406,14 +406,14 @@ static void arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
   relaxed_store(a->now, now);
   page_give_back_locked(a, pg, since ? since : now);
   arena_note_peaks(now);
-  if (opt.decay_ms == 0)
+  if (opt.decay_ms == 0) {
     purge_oldest_locked(a, SIZE_MAX);
-  else if (dirty_all() > dirty_limit()) {
-    /* Down to 7/8 of the cap, not just below it: a teardown far beyond the
-     * cap then purges in batches of an eighth of it, each one scan of the
+  } else {
+    /* An eighth of the cap below it, not just below it (decay_cap_batch): a
+     * teardown far beyond the cap then purges in batches, each one scan of the
      * chunks and a few long madvise calls, instead of one of each per page
      * (bench/heap 1G: the scans were 12 % of the run; free 120 -> 43 ns). */
-    size_t excess = cap_excess_outside_arenas();
+    size_t excess = cap_excess_outside_arenas(); /* 0 when under the cap */
     if (excess) purge_oldest_locked(a, excess + decay_cap_batch(opt.dirty_max, dirty_limit()));
   }
   spin_unlock(&a->lock);
