@@ -57,8 +57,9 @@ static bool parse_size_pct(const char *s, int64_t *out) {
   uint64_t v;
   if (strncmp(s, "auto", 4) == 0) { /* auto, auto+SIZE */
     if (!s[4]) return *out = OPT_DIRTY_AUTO(DIRTY_AUTO_ROOM), true;
-    if (s[4] != '+' || !parse_size_pct(s + 5, out) || OPT_IS_PCT(*out) || OPT_IS_AUTO(*out)) return false;
-    *out = OPT_DIRTY_AUTO(*out);
+    int64_t room; /* never *out: a value rejected below must not stay behind in it */
+    if (s[4] != '+' || !parse_size_pct(s + 5, &room) || OPT_IS_PCT(room) || OPT_IS_AUTO(room)) return false;
+    *out = OPT_DIRTY_AUTO(room);
     return true;
   }
   if (!parse_u64(&s, &v)) return false;
@@ -276,7 +277,9 @@ void options_init(void) {
     const struct opt_row *r = &opt_rows[i];
     const char *val = os_getenv(r->var);
     src[i] = r->built ? FROM_BUILD : FROM_DEFAULT;
-    rejected[i] = val && !options_parse(r->kind, val, opt_field(r));
+    int64_t v; /* the field keeps its default unless the whole value parses */
+    rejected[i] = val && !options_parse(r->kind, val, &v);
+    if (val && !rejected[i]) *opt_field(r) = v;
     if (rejected[i])
       warn_bad(r, val, *opt_field(r));
     else if (val)

@@ -116,6 +116,24 @@ Test(options, bad_values_warn_and_keep_the_default) {
   cr_assert_eq(count_lines(fake_stderr), 3, "one line per bad variable:\n%s", fake_stderr);
 }
 
+/* Found by a probe: auto+N% parsed N% into the live setting before rejecting
+ * the whole, so the warning named N% as "the default kept" and N% ruled. */
+Test(options, a_rejected_value_leaves_nothing_behind) {
+  const char *bad[] = {"auto+0%", "auto+50%", "auto+auto+5M", "auto+auto", "auto+5M%", "auto+1001%"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    int64_t v = 12345;
+    cr_assert_not(options_parse(OPT_SIZE_PCT, bad[i], &v), "%s", bad[i]);
+    cr_assert_eq(v, 12345, "%s wrote %lld before it was rejected", bad[i], (long long)v);
+  }
+  int64_t dirty = opt.dirty_max;
+  init_with((const char *[]){"EBB_DIRTY_MAX=auto+0%", NULL});
+  cr_assert_eq(opt.dirty_max, dirty, "the default stays in force");
+  cr_assert_not_null(strstr(fake_stderr, "EBB_DIRTY_MAX=auto+0% is not valid"), "%s", fake_stderr);
+  cr_assert_not_null(strstr(fake_stderr, "; keeping the default auto\n"), "%s", fake_stderr);
+  init_with((const char *[]){"EBB_DIRTY_MAX=auto+auto+5M", NULL});
+  cr_assert_eq(opt.dirty_max, dirty, "%s", fake_stderr);
+}
+
 Test(options, a_long_bad_value_is_cut_and_the_line_ends) {
   static char env[300] = "EBB_DECAY_MS=";
   memset(env + 13, '7', 250);
