@@ -1,0 +1,43 @@
+/* test_limits.c — ebb when the kernel refuses memory: under an address-space
+ * limit, what a program freed and ebb still holds (the large-block cache, an
+ * exited thread's arena) is taken back before a malloc fails with ENOMEM. Each
+ * scenario runs tests/programs/as_limit.c, compiled here at run time, in a fresh
+ * process with `env -i EBB_BACKGROUND=0 LD_PRELOAD=build/libebb.so`: no
+ * background thread returns the memory behind the test's back. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "helpers.h"
+
+TestSuite(limits, .timeout = 60);
+
+static struct cmd_result lim_out; /* large: not on the stack */
+
+static void as_limit(const char *mode) {
+  int st = compile_program(&lim_out, NULL, "as_limit.c", "as_limit",
+                           "-O1 -Wall -Wextra -Werror -fno-builtin -pthread -Iinclude", "-ldl -pthread");
+  cr_assert_eq(st, 0, "compiling as_limit.c: %s\n%s%s", describe_status(st), lim_out.out, lim_out.err);
+  st = run_cmd(&lim_out, "env -i EBB_BACKGROUND=0 LD_PRELOAD='%s/build/libebb.so' '%s/as_limit' %s", repo_root(),
+               tmp_dir(), mode);
+  cr_log_info("as_limit %s: %s", mode, lim_out.out);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 2, "as_limit %s could not set up: %s\nstdout: %s\nstderr: %s",
+            mode, describe_status(st), lim_out.out, lim_out.err);
+  cr_assert(WEXITSTATUS(st) == 0, "as_limit %s: a small malloc failed with freed memory in ebb's hands\n%s%s", mode,
+            lim_out.out, lim_out.err);
+}
+
+/* 8 MiB blocks fill the address space and are freed into the large-block
+ * cache; 20000 mallocs of 1000 B must then all succeed (they failed after
+ * 3968, with 248 MiB cached). */
+Test(limits, the_large_block_cache_gives_way_to_small_blocks) { as_limit("large"); }
+
+/* A thread fills the address space with 1000 B blocks, frees them and exits:
+ * its arena's chunks must serve the main thread and a new first-class arena
+ * (which failed after 3776 and at once). */
+Test(limits, an_exited_threads_arena_gives_way) { as_limit("thread"); }
