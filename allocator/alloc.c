@@ -381,10 +381,15 @@ static void *realloc_in(arena_t *a, void *p, size_t size, bool first_class) {
   size_t old = usable_of(o);
   if (o.chunk && size <= old && size >= old / 2) return p;
   uint64_t now;
-  if (!o.chunk && size > CLASS_MAX_SIZE && size <= MAX_REQUEST &&
-      huge_resize(o.huge, size, opt.decay_ms != 0, now = os_now_ms())) {
+  /* memcheck forgets the block before the kernel moves its pages: after the
+   * mremap another thread may map the old range and register a block there,
+   * which a late track_free(p) would unregister (found by a probe: false
+   * "invalid write" reports in the valgrind build, threads resizing large
+   * blocks). A refused resize registers it again, its bytes all defined. */
+  bool resizable = !o.chunk && size > CLASS_MAX_SIZE && size <= MAX_REQUEST;
+  if (resizable) track_free(p);
+  if (resizable && huge_resize(o.huge, size, opt.decay_ms != 0, now = os_now_ms())) {
     huge_t *h = o.huge;
-    track_free(p);
     track_malloc(h->user, huge_usable(h), false);
     track_open(h->user, old < size ? old : size); /* the kept bytes moved with the pages */
     if (size > old) { /* grown (in place or moved by the kernel): a peak, and the auto cap shrinks */
@@ -392,6 +397,10 @@ static void *realloc_in(arena_t *a, void *p, size_t size, bool first_class) {
       arena_cap_after_growth();
     }
     return h->user;
+  }
+  if (resizable) {
+    track_malloc(p, old, false);
+    track_open(p, old);
   }
   void *q = alloc_in(first_class ? a : NULL, size, first_class);
   if (!q) return NULL;

@@ -23,13 +23,13 @@ static void as_limit(const char *mode) {
   int st = compile_program(&lim_out, NULL, "as_limit.c", "as_limit",
                            "-O1 -Wall -Wextra -Werror -fno-builtin -pthread -Iinclude", "-ldl -pthread");
   cr_assert_eq(st, 0, "compiling as_limit.c: %s\n%s%s", describe_status(st), lim_out.out, lim_out.err);
-  st = run_cmd(&lim_out, "env -i EBB_BACKGROUND=0 LD_PRELOAD='%s/build/libebb.so' '%s/as_limit' %s", repo_root(),
-               tmp_dir(), mode);
+  st = run_cmd(&lim_out, "env -i EBB_BACKGROUND=0 LD_PRELOAD='%s/build/libebb.so' '%s/as_limit' %s",
+               repo_root(), tmp_dir(), mode);
   cr_log_info("as_limit %s: %s", mode, lim_out.out);
   cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 2, "as_limit %s could not set up: %s\nstdout: %s\nstderr: %s",
             mode, describe_status(st), lim_out.out, lim_out.err);
-  cr_assert(WEXITSTATUS(st) == 0, "as_limit %s: a small malloc failed with freed memory in ebb's hands\n%s%s", mode,
-            lim_out.out, lim_out.err);
+  cr_assert(WEXITSTATUS(st) == 0, "as_limit %s: a small malloc failed with freed memory in ebb's hands\n%s%s",
+            mode, lim_out.out, lim_out.err);
 }
 
 /* 8 MiB blocks fill the address space and are freed into the large-block
