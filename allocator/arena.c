@@ -1198,7 +1198,7 @@ void arena_reset_blocks(arena_t *a) {
 
 void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purged, size_t *allocated,
                      uint64_t *count) {
-  *mapped += chunk_pool_bytes(); /* purged ones too: still mapped (chunks are never unmapped) */
+  *mapped += chunk_pool_warm_bytes(); /* purged pooled chunks are address space only */
   *dirty += chunk_pool_dirty();
   *purged += atomic_load_explicit(&pool_purged, memory_order_relaxed);
   size_t cached = 0;

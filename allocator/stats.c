@@ -53,7 +53,7 @@ EBB_EXPORT void(ebb_stats)(struct ebb_stats *out) {
 
 /* ------------------------------------------------------------ summary */
 
-/* "  mapped     68.1 MiB   68.1 MiB  address space from the kernel" */
+/* "  mapped     68.1 MiB   68.1 MiB  address space in use" */
 static void row(fmt_t *f, const char *name, size_t now, const size_t *peak, const char *what) {
   fmt_str(f, "  ");
   fmt_col(f, name, -9);
@@ -94,7 +94,7 @@ static void summary(fmt_t *f, const struct ebb_stats *s) {
   fmt_str(f, "ebb " EBB_VERSION_STRING " stats, pid ");
   fmt_u64(f, (uint64_t)os_getpid());
   fmt_str(f, "\n                   now       peak\n");
-  row(f, "mapped", s->mapped, &s->peak_mapped, "address space taken from the kernel");
+  row(f, "mapped", s->mapped, &s->peak_mapped, "address space in use");
   row(f, "active", s->active, &s->peak_active, "pages and large blocks in use");
   row(f, "dirty", s->dirty, &s->peak_dirty, "freed, still resident, waiting for decay");
   size_t cap = arena_dirty_limit();
