@@ -1,9 +1,10 @@
 /* os.c — owns every system call and every libc call the allocator makes (see os.h).
  * May call: the kernel through libc's thin syscall wrappers (mmap, munmap,
  * madvise, mremap, clock_gettime, nanosleep, sched_yield, write, getauxval,
- * getpid, and open/read/close for /proc/self/statm) and,
- * from the constructor or ebb's pthread_create wrapper only, pthread_create,
- * pthread_key_create and pthread_atfork.
+ * getpid, and open/read/close for /proc/self/statm and, in the background
+ * thread, /proc/self/stat) and, from the constructor or ebb's pthread_create
+ * wrapper only, pthread_create, pthread_sigmask, pthread_key_create and
+ * pthread_atfork.
  * Must never: allocate, use stdio, or change errno as seen by the caller. */
 #include "os.h"
 #include "ebb.h"
@@ -198,6 +199,46 @@ bool os_fence_threads(void) {
   return ok;
 }
 
+/* Reads /proc/self/stat: the process's state (its first thread's) and its
+ * number of threads. */
+static bool read_self_stat(char *state, unsigned long *threads) {
+  int saved = errno;
+  char buf[1024];
+  ssize_t n = -1;
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    do n = read(fd, buf, sizeof buf - 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+  }
+  errno = saved;
+  if (n <= 0) return false;
+  buf[n] = 0;
+  const char *p = buf + n; /* "pid (comm) S ppid ...": comm may hold spaces and ')' */
+  while (p > buf && *p != ')') p--;
+  if (*p != ')' || p[1] != ' ' || !p[2]) return false;
+  *state = p[2];
+  p += 3;
+  for (int field = 4; field < 20; field++) { /* ppid (4) to nice (19); num_threads is field 20 */
+    while (*p == ' ') p++;
+    while (*p && *p != ' ') p++;
+  }
+  while (*p == ' ') p++;
+  unsigned long t = 0;
+  for (; *p >= '0' && *p <= '9'; p++) t = t * 10 + (unsigned long)(*p - '0');
+  *threads = t;
+  return t > 0;
+}
+
+bool os_only_thread_left(void) {
+  char state;
+  unsigned long threads;
+  if (!read_self_stat(&state, &threads)) return false;
+  /* the first thread, gone with pthread_exit, stays a zombie in the count
+   * until the last thread ends */
+  return threads == 1 || (threads == 2 && state == 'Z');
+}
+
 void os_sleep_ms(uint64_t ms) {
   int saved = errno;
   struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
@@ -238,14 +279,22 @@ static int real_create(void *thread, const void *attr, void *(*fn)(void *), void
   return atomic_load_explicit(&real_pthread_create, memory_order_acquire)(thread, attr, fn, arg);
 }
 
+/* The thread starts with every signal blocked (jemalloc does the same for its
+ * background threads): it must never take a signal the program meant for
+ * itself, by sigwait or a signalfd (found by a probe: a blocked SIGUSR1 killed
+ * the process, a SIGCHLD never reached the signalfd). */
 bool os_thread_start(void *(*fn)(void *)) {
   int saved = errno;
   pthread_t t;
   pthread_attr_t attr;
+  sigset_t all, old;
+  sigfillset(&all);
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   int rc = real_create(&t, &attr, fn, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&attr);
   errno = saved;
   return rc == 0;

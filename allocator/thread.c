@@ -118,6 +118,11 @@ static void fork_child(void) {
 
 /* ------------------------------------------------------------ background thread */
 
+/* Ends once it is the last thread: a program whose main() called
+ * pthread_exit ends when its last thread does (glibc's exit(0) in that
+ * thread), and this thread must not be that one forever (found by a probe: the
+ * process never exited, and Python's test_threading hung). Returning runs
+ * that exit(0) here. */
 static void *background_main(void *arg) {
   (void)arg;
   for (;;) {
@@ -125,8 +130,10 @@ static void *background_main(void *arg) {
     if (period < 10) period = 10;
     if (period > 100) period = 100;
     os_sleep_ms(period);
+    if (os_only_thread_left()) break;
     arena_purge_background(os_now_ms());
   }
+  atomic_store(&bg_state, 0);
   return NULL;
 }
 

@@ -1,0 +1,50 @@
+/* test_bgthread.c — ebb's background thread stays out of the program's way:
+ * a process whose main() called pthread_exit ends when its last own thread
+ * does, and a signal the program blocked to wait for reaches it. Each case
+ * runs tests/programs/bg_thread.c, compiled here at run time, in a fresh
+ * process under build/libebb.so with the background thread started at the
+ * second thread (auto) or at start-up (1), under a deadline. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <criterion/criterion.h>
+#include <criterion/logging.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "helpers.h"
+
+TestSuite(bgthread, .timeout = 60);
+
+static struct cmd_result bg_out; /* large: not on the stack */
+
+/* Runs bg_thread <mode> with EBB_BACKGROUND=<bg>, killed after 10 s. */
+static void bg_case(const char *mode, const char *bg, const char *expect) {
+  int st = compile_program(&bg_out, NULL, "bg_thread.c", "bg_thread", "-O1 -Wall -Wextra -Werror -pthread",
+                           "-pthread");
+  cr_assert_eq(st, 0, "compiling bg_thread.c: %s\n%s%s", describe_status(st), bg_out.out, bg_out.err);
+  st =
+      run_cmd(&bg_out,
+              "timeout -s KILL 10 env -i EBB_BACKGROUND=%s LD_PRELOAD='%s/build/libebb.so' '%s/bg_thread' %s",
+              bg, repo_root(), tmp_dir(), mode);
+  cr_log_info("bg_thread %s (EBB_BACKGROUND=%s): %s", mode, bg, describe_status(st));
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+            "bg_thread %s with EBB_BACKGROUND=%s: %s (137: hung)\n%s%s", mode, bg, describe_status(st),
+            bg_out.out, bg_out.err);
+  cr_assert(strstr(bg_out.out, expect), "bg_thread %s: expected \"%s\" on stdout\n%s", mode, expect,
+            bg_out.out);
+}
+
+/* POSIX: the process exits with status 0 when its last thread ends, as if
+ * that thread called exit(0) (which flushes stdout). It hung for good. */
+Test(bgthread, main_pthread_exit_ends_with_the_last_thread) { bg_case("exit", "auto", "worker done"); }
+Test(bgthread, main_pthread_exit_ends_with_the_last_thread_bg_from_start) {
+  bg_case("exit", "1", "worker done");
+}
+Test(bgthread, main_pthread_exit_alone_ends_at_once) { bg_case("exit-alone", "1", "main gone"); }
+
+/* The background thread blocks every signal: a blocked SIGUSR1 sent to the
+ * process killed it (the background thread took it with the default action). */
+Test(bgthread, a_blocked_signal_reaches_sigwait) { bg_case("sigwait", "auto", "sigwait got 10"); }
+Test(bgthread, a_blocked_signal_reaches_sigwait_bg_from_start) { bg_case("sigwait", "1", "sigwait got 10"); }

@@ -1,0 +1,73 @@
+/* bg_thread.c — ebb's background thread must stay out of the program's way
+ * (found by a probe): it must not keep a process alive whose main() called
+ * pthread_exit, and must not take a signal the program blocked to wait for it.
+ *
+ * Usage: bg_thread exit|exit-alone|sigwait
+ *   exit:        a worker mallocs and prints, main() calls pthread_exit: the
+ *                process must end with status 0 once the worker has (POSIX),
+ *                its output flushed;
+ *   exit-alone:  main() calls pthread_exit at once (with EBB_BACKGROUND=1 the
+ *                background thread is then the only thread left);
+ *   sigwait:     a helper thread with every signal blocked starts first (so the
+ *                background thread starts, with EBB_BACKGROUND=auto), then
+ *                main blocks SIGUSR1, sends it to the process and sigwaits:
+ *                it must arrive there, not kill the process.
+ * Prints what happened; exits 0 on success. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void *worker(void *arg) {
+  (void)arg;
+  char *p = malloc(100);
+  snprintf(p, 100, "worker done");
+  usleep(50 * 1000); /* main is gone by now */
+  puts(p);
+  free(p);
+  return NULL;
+}
+
+static void *quiet_helper(void *arg) {
+  (void)arg;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  free(malloc(64));
+  pause(); /* never woken: every signal is blocked */
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) return 2;
+  setvbuf(stdout, NULL, _IOFBF, 4096); /* only exit(0) flushes it */
+  free(malloc(32));
+  if (strcmp(argv[1], "exit") == 0) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker, NULL) != 0) return 2;
+    pthread_exit(NULL);
+  }
+  if (strcmp(argv[1], "exit-alone") == 0) {
+    printf("main gone\n");
+    pthread_exit(NULL);
+  }
+  if (strcmp(argv[1], "sigwait") == 0) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, quiet_helper, NULL) != 0) return 2;
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &usr1, NULL);
+    usleep(50 * 1000);
+    kill(getpid(), SIGUSR1); /* to the process: any thread not blocking it may take it */
+    int sig = 0;
+    if (sigwait(&usr1, &sig) != 0 || sig != SIGUSR1) return 1;
+    printf("sigwait got %d\n", sig);
+    fflush(stdout);
+    _exit(0); /* the helper sleeps on */
+  }
+  return 2;
+}
