@@ -10,7 +10,20 @@
 _Static_assert(EBB_DEFAULT_DIRTY_MAX >= 0,
                "EBB_DEFAULT_DIRTY_MAX is bytes, or OPT_PCT(n) for n percent, or OPT_DIRTY_AUTO(bytes)");
 
-int options_stats_fd = 2;
+static int stats_fd = 2;
+static uint64_t stats_id[2];  /* what stderr was at start-up */
+static bool stats_id_known;
+
+static bool is_stats_file(int fd) {
+  uint64_t id[2];
+  return os_fd_identity(fd, id) && id[0] == stats_id[0] && id[1] == stats_id[1];
+}
+
+int options_stats_out(void) {
+  if (!stats_id_known) return stats_fd; /* stderr was not open at start-up: nothing to compare */
+  if (is_stats_file(stats_fd)) return stats_fd;
+  return is_stats_file(2) ? 2 : -1;
+}
 
 static const options_t opt_defaults = {
 #define OPT_DEFAULT(NAME, field, kind, def, values, doc) .field = (def),
@@ -287,5 +300,8 @@ void options_init(void) {
   }
   check_unknown();
   if (opt.verbose) print_settings(src, rejected);
-  if (opt.stats) options_stats_fd = os_dup_fd(2);
+  if (opt.stats) {
+    stats_id_known = os_fd_identity(2, stats_id);
+    stats_fd = os_dup_fd(2);
+  }
 }

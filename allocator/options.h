@@ -98,9 +98,12 @@ typedef struct {
 } options_t;
 
 extern options_t opt; /* read-only after options_init */
-/* Where EBB_STATS writes at exit: a duplicate of stderr taken at start-up,
- * since programs such as coreutils close fd 2 in their own exit handlers. */
-extern int options_stats_fd;
+/* Where EBB_STATS writes at exit: the duplicate of stderr taken at start-up
+ * (programs such as coreutils close fd 2 in their own exit handlers) while it
+ * is still the same file, else fd 2 while that is, else nowhere (-1): a
+ * program may close the duplicate and open its own file under its number
+ * (found by a probe: the stats went into a daemon's data file). */
+int options_stats_out(void);
 /* Resets every setting to its default, then reads the environment: a bad
  * value or an EBB_* variable that is no setting gets a one-line warning, and
  * EBB_VERBOSE=1 lists the settings. Runs once (thread_process_init). */

@@ -2,7 +2,8 @@
  * May call: the kernel through libc's thin syscall wrappers (mmap, munmap,
  * madvise, mremap, clock_gettime, nanosleep, sched_yield, write, getauxval,
  * getpid, and open/read/close for /proc/self/statm and, in the background
- * thread, /proc/self/stat) and, from the constructor or ebb's pthread_create
+ * thread, /proc/self/stat; fcntl, fstat and getrlimit for the stats
+ * descriptor) and, from the constructor or ebb's pthread_create
  * wrapper only, pthread_create, pthread_sigmask, pthread_key_create and
  * pthread_atfork.
  * Must never: allocate, use stdio, or change errno as seen by the caller. */
@@ -17,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -139,9 +142,23 @@ void os_write(int fd, const char *s, size_t n) {
 
 int os_dup_fd(int fd) {
   int saved = errno;
-  int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  struct rlimit rl;
+  int low = 999; /* the program's own files start at 3 and are not renumbered */
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur <= (rlim_t)low)
+    low = rl.rlim_cur > 3 ? (int)rl.rlim_cur - 1 : 3;
+  int d = fcntl(fd, F_DUPFD_CLOEXEC, low);
+  if (d < 0) d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
   errno = saved;
   return d >= 0 ? d : fd;
+}
+
+bool os_fd_identity(int fd, uint64_t id[2]) {
+  int saved = errno;
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0;
+  errno = saved;
+  if (ok) id[0] = (uint64_t)st.st_dev, id[1] = (uint64_t)st.st_ino;
+  return ok;
 }
 
 void os_abort(void) { abort(); }

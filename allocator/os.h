@@ -26,8 +26,12 @@ uint64_t os_now_ms(void);                /* monotonic milliseconds */
 size_t os_page_size(void);               /* the kernel's page size */
 const char *os_getenv(const char *name); /* raw environ walk; no allocation */
 void os_write(int fd, const char *s, size_t n);
-/* A close-on-exec duplicate of fd numbered >= 3, or fd itself if that fails. */
+/* A close-on-exec duplicate of fd, numbered high (999 or the highest that
+ * the descriptor limit allows below it, else >= 3) to stay out of the
+ * program's way; fd itself if that fails. */
 int os_dup_fd(int fd);
+/* What open file fd is (device and inode); false if fd is not open. */
+bool os_fd_identity(int fd, uint64_t id[2]);
 __attribute__((noreturn)) void os_abort(void);
 void os_yield(void);             /* sched_yield: a spin lock's back-off */
 void os_sleep_ms(uint64_t ms);   /* nanosleep; only the background thread sleeps */

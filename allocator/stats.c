@@ -231,5 +231,6 @@ EBB_EXPORT void ebb_stats_print(int fd, int level) {
 
 /* Runs at exit for both the shared and the static library. */
 __attribute__((destructor)) static void stats_at_exit(void) {
-  if (opt.stats) ebb_stats_print(options_stats_fd, (int)opt.stats);
+  int fd = opt.stats ? options_stats_out() : -1;
+  if (fd >= 0) ebb_stats_print(fd, (int)opt.stats);
 }

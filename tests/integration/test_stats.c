@@ -145,6 +145,45 @@ Test(stats_env, only_a_large_block_still_gets_stats_and_warnings) {
   unlink(bin);
 }
 
+/* A daemon's habits: close every descriptor above stderr, then open its own
+ * files, which expect to start at 3. ebb's duplicate of stderr must neither
+ * shift that numbering nor, once closed and reused, send the stats into the
+ * program's file (found by a probe: they went into its data file). */
+static const char daemon_src[] = "#include <fcntl.h>\n"
+                                 "#include <stdio.h>\n"
+                                 "#include <stdlib.h>\n"
+                                 "#include <string.h>\n"
+                                 "#include <unistd.h>\n"
+                                 "int main(int argc, char **argv) {\n"
+                                 "  free(malloc(100));\n"
+                                 "  int first = open(\"/dev/null\", O_RDONLY);\n"
+                                 "  close(first);\n"
+                                 "  for (int fd = 3; fd < 1024; fd++) close(fd);\n"
+                                 "  int d = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0600);\n"
+                                 "  if (d < 0 || write(d, \"data\\n\", 5) != 5) return 2;\n"
+                                 "  printf(\"first=%d data=%d\\n\", first, d);\n"
+                                 "  return 0;\n"
+                                 "}\n";
+
+Test(stats_env, stats_stay_out_of_the_programs_files) {
+  const char *bin = build("daemon", daemon_src, "");
+  char data[4096];
+  snprintf(data, sizeof data, "%s/stats-daemon-%d.data", tmp_dir(), (int)getpid());
+  int st = run_cmd(&r, CLEAN "EBB_STATS=1 " PRELOAD "'%s' '%s'", repo_root(), bin, data);
+  assert_ran(st, "EBB_STATS=1 daemon");
+  cr_assert_not_null(strstr(r.out, "first=3 data=3"), "the program's descriptors start at 3: %s", r.out);
+  FILE *f = fopen(data, "r");
+  cr_assert_not_null(f);
+  char got[4096] = "";
+  size_t n = fread(got, 1, sizeof got - 1, f);
+  fclose(f);
+  got[n] = 0;
+  cr_assert_str_eq(got, "data\n", "the data file holds:\n%s", got);
+  cr_assert_not_null(strstr(r.err, "ebb stats: mapped="), "stderr is still stderr: the stats go there\n%s", r.err);
+  unlink(data);
+  unlink(bin);
+}
+
 Test(stats_env, a_large_first_allocation_before_ebbs_constructor) {
   char lib[4096];
   snprintf(lib, sizeof lib, "'%s/build/libebb.a' -pthread", repo_root());

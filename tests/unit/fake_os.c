@@ -116,6 +116,13 @@ void os_write(int fd, const char *s, size_t n) {
 void os_abort(void) { abort(); }
 uint64_t os_random_seed(void) { return 0x9e3779b97f4a7c15ull; }
 int os_dup_fd(int fd) { return fd; }
+#include <sys/stat.h>
+bool os_fd_identity(int fd, uint64_t id[2]) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return false;
+  id[0] = (uint64_t)st.st_dev, id[1] = (uint64_t)st.st_ino;
+  return true;
+}
 
 /* Threads and sleeps: the real thing (the unit tests start real threads). */
 #include <pthread.h>
