@@ -11,7 +11,7 @@ _Static_assert(EBB_DEFAULT_DIRTY_MAX >= 0,
                "EBB_DEFAULT_DIRTY_MAX is bytes, or OPT_PCT(n) for n percent, or OPT_DIRTY_AUTO(bytes)");
 
 static int stats_fd = 2;
-static uint64_t stats_id[2];  /* what stderr was at start-up */
+static uint64_t stats_id[2]; /* what stderr was at start-up */
 static bool stats_id_known;
 
 static bool is_stats_file(int fd) {
