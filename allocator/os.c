@@ -172,19 +172,25 @@ uint64_t os_random_seed(void) {
 
 const char *os_environ_at(size_t i) { return environ ? environ[i] : NULL; }
 
-size_t os_resident_bytes(void) {
+/* The start of a /proc file into buf, NUL-terminated; its length, 0 if unreadable. */
+static size_t read_proc(const char *path, char *buf, size_t size) {
   int saved = errno;
-  char buf[128];
   ssize_t n = -1;
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
-    do n = read(fd, buf, sizeof buf - 1);
+    do n = read(fd, buf, size - 1);
     while (n < 0 && errno == EINTR);
     close(fd);
   }
   errno = saved;
   if (n <= 0) return 0;
   buf[n] = 0;
+  return (size_t)n;
+}
+
+size_t os_resident_bytes(void) {
+  char buf[128];
+  if (!read_proc("/proc/self/statm", buf, sizeof buf)) return 0;
   const char *p = buf; /* "size resident shared ...", in pages */
   while (*p && *p != ' ') p++;
   while (*p == ' ') p++;
@@ -219,18 +225,9 @@ bool os_fence_threads(void) {
 /* Reads /proc/self/stat: the process's state (its first thread's) and its
  * number of threads. */
 static bool read_self_stat(char *state, unsigned long *threads) {
-  int saved = errno;
   char buf[1024];
-  ssize_t n = -1;
-  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    do n = read(fd, buf, sizeof buf - 1);
-    while (n < 0 && errno == EINTR);
-    close(fd);
-  }
-  errno = saved;
-  if (n <= 0) return false;
-  buf[n] = 0;
+  size_t n = read_proc("/proc/self/stat", buf, sizeof buf);
+  if (!n) return false;
   const char *p = buf + n; /* "pid (comm) S ppid ...": comm may hold spaces and ')' */
   while (p > buf && *p != ')') p--;
   if (*p != ')' || p[1] != ' ' || !p[2]) return false;
