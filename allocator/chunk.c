@@ -88,10 +88,11 @@ chunk_t *chunk_new(struct arena *a, bool first_class, uint64_t now) {
 
 /* Returns all of c to the kernel with MADV_DONTNEED (stale readers see
  * zeroes); every unit then reads as zeroes (noted after the purge, which
- * clears the header too). */
+ * clears the header too), unless the kernel refused (locked pages: the old
+ * bytes stay, and no unit may pass for zeroes). */
 static void purge_whole(chunk_t *c) {
-  os_purge(c, CHUNK_SIZE, false);
-  c->zero_units = CHUNK_ALL_FREE;
+  bool zeroed = os_purge(c, CHUNK_SIZE, false);
+  c->zero_units = zeroed ? CHUNK_ALL_FREE : 0;
 }
 
 void chunk_retire(chunk_t *c) {
@@ -234,13 +235,17 @@ size_t chunk_purge(chunk_t *c, uint64_t cutoff, size_t max_bytes, bool use_free)
     if (c->dirty_since[i] <= cutoff) m |= (uint64_t)1 << i, want += UNIT_SIZE;
   }
   c->dirty_units &= ~m;
-  if (!use_free) c->zero_units |= m; /* MADV_FREE may leave the old bytes */
   size_t bytes = 0;
   while (m) { /* one madvise per contiguous run */
     unsigned a = (unsigned)__builtin_ctzll(m);
     uint64_t rest = m >> a;
     unsigned len = ~rest ? (unsigned)__builtin_ctzll(~rest) : 64 - a;
-    os_purge((char *)c + ((size_t)a << UNIT_SHIFT), (size_t)len << UNIT_SHIFT, use_free);
+    /* zeroes only where MADV_DONTNEED took the bytes: MADV_FREE may leave
+     * them, and on locked pages (mlockall) the kernel refuses (found by a
+     * probe: calloc returned the old bytes after ebb_trim under mlockall).
+     * A refused run still leaves the dirty set, so no pass retries it forever. */
+    if (os_purge((char *)c + ((size_t)a << UNIT_SHIFT), (size_t)len << UNIT_SHIFT, use_free))
+      c->zero_units |= span_mask(a, len);
     bytes += (size_t)len << UNIT_SHIFT;
     m &= ~span_mask(a, len);
   }

@@ -76,11 +76,13 @@ void *os_map_aligned(size_t size, size_t align) {
   return q;
 }
 
-void os_purge(void *p, size_t size, bool use_free) {
+bool os_purge(void *p, size_t size, bool use_free) {
   int saved = errno;
   os_count(madvise_calls);
-  if (!use_free || madvise(p, size, MADV_FREE) != 0) madvise(p, size, MADV_DONTNEED);
+  bool zeroed = false;
+  if (!use_free || madvise(p, size, MADV_FREE) != 0) zeroed = madvise(p, size, MADV_DONTNEED) == 0;
   errno = saved;
+  return zeroed;
 }
 
 bool os_resize_inplace(void *p, size_t old_size, size_t new_size) {

@@ -13,8 +13,12 @@ void *os_map_aligned(size_t size, size_t align);
 /* p and size page aligned, p was returned by os_map* (or lies inside such a map). */
 void os_unmap(void *p, size_t size);
 /* Returns the pages to the kernel; later reads see zeroes (MADV_DONTNEED) or
- * either old data or zeroes (MADV_FREE, when use_free). p, size page aligned. */
-void os_purge(void *p, size_t size, bool use_free);
+ * either old data or zeroes (MADV_FREE, when use_free). p, size page aligned.
+ * True only when the range now reads as zeroes: MADV_DONTNEED succeeded. The
+ * kernel refuses it on locked pages (mlock, mlockall: EINVAL), and a seccomp
+ * filter may refuse madvise outright; the old bytes then stay, and whoever
+ * counts on zeroes (calloc, chunk.c's zero_units) must not. */
+bool os_purge(void *p, size_t size, bool use_free);
 /* Grows or shrinks the mapping [p, p+old) to new bytes without moving it.
  * Returns false (mapping unchanged) when the address range after it is taken. */
 bool os_resize_inplace(void *p, size_t old_size, size_t new_size);

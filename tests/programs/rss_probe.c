@@ -749,7 +749,14 @@ static void calloc_dirty_free(char **p) {
   }
 }
 
-static int mode_calloc(void) {
+static int mode_calloc(bool locked) {
+  /* locked: every page locked first (mlockall), so the kernel refuses to
+   * purge (MADV_DONTNEED fails with EINVAL) and the trimmed round's blocks
+   * still hold 0x5a unless calloc clears them. */
+  if (locked && mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {
+    printf("ebb=%d locked=0\n", on_ebb()); /* no CAP_IPC_LOCK and a low RLIMIT_MEMLOCK: the caller skips */
+    return 0;
+  }
   char **p = xmap(CALLOC_ALL * sizeof *p);
   size_t requested = 0;
   for (int i = 0; i < CALLOC_BIG; i++) requested += calloc_size(i);
@@ -765,8 +772,9 @@ static int mode_calloc(void) {
   if (calloc_round(p)) return 2;
   size_t bad_trimmed = calloc_nonzero(p);
   for (int i = 0; i < CALLOC_ALL; i++) free(p[i]);
-  printf("ebb=%d requested_kib=%zu grown_kib=%zu bad_fresh=%zu bad_resident=%zu bad_trimmed=%zu trimmed_kib=%zu\n",
-         on_ebb(), requested / KiB, grown / KiB, bad_fresh, bad_resident, bad_trimmed, trimmed / KiB);
+  printf("ebb=%d locked=%d requested_kib=%zu grown_kib=%zu bad_fresh=%zu bad_resident=%zu bad_trimmed=%zu "
+         "trimmed_kib=%zu\n",
+         on_ebb(), locked, requested / KiB, grown / KiB, bad_fresh, bad_resident, bad_trimmed, trimmed / KiB);
   return 0;
 }
 
@@ -783,10 +791,10 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "idle_owner") == 0) return mode_idle_owner();
   if (argc >= 2 && strcmp(argv[1], "idle_self") == 0) return mode_idle_self();
   if (argc >= 2 && strcmp(argv[1], "idle_late") == 0) return mode_idle_late();
-  if (argc >= 2 && strcmp(argv[1], "calloc") == 0) return mode_calloc();
+  if (argc >= 2 && strcmp(argv[1], "calloc") == 0) return mode_calloc(argc >= 3 && strcmp(argv[2], "locked") == 0);
   if (argc >= 2 && strcmp(argv[1], "rebuild") == 0) return mode_rebuild();
   fprintf(stderr,
           "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay] | large | fork | small | idle_owner | idle_self | "
-          "idle_late | calloc | rebuild\n");
+          "idle_late | calloc [locked] | rebuild\n");
   return 2;
 }

@@ -12,7 +12,7 @@ const char *fake_env[16];
 char fake_stderr[4096];
 size_t fake_stderr_len;
 os_counters_t os_counters;
-int fake_fail_maps, fake_fail_resizes;
+int fake_fail_maps, fake_fail_resizes, fake_fail_purges;
 size_t fake_refused, fake_resizes, fake_moves;
 
 /* The kernel refusing: while *knob > 0, a call fails and counts it down. */
@@ -32,7 +32,7 @@ static size_t nranges;
 
 void fake_reset(void) {
   fake_maps = fake_unmaps = fake_purges = fake_purged_bytes = 0;
-  fake_fail_maps = fake_fail_resizes = 0;
+  fake_fail_maps = fake_fail_resizes = fake_fail_purges = 0;
   fake_refused = fake_resizes = fake_moves = 0;
   nranges = 0;
   fake_stderr_len = 0;
@@ -71,12 +71,13 @@ void os_unmap(void *p, size_t size) {
   munmap(p, size);
 }
 
-void os_purge(void *p, size_t size, bool use_free) {
-  (void)use_free;
+bool os_purge(void *p, size_t size, bool use_free) {
   fake_purges++;
   fake_purged_bytes += size;
   if (nranges < MAX_RANGES) ranges[nranges++] = (typeof(ranges[0])){p, size};
-  madvise(p, size, MADV_DONTNEED);
+  if (fake_refuse(&fake_fail_purges)) return false; /* as on locked pages: the bytes stay */
+  /* MADV_FREE (use_free) may keep the bytes: os.c says "zeroes" only for MADV_DONTNEED */
+  return madvise(p, size, MADV_DONTNEED) == 0 && !use_free;
 }
 
 bool os_resize_inplace(void *p, size_t old_size, size_t new_size) {

@@ -17,6 +17,9 @@ extern size_t fake_stderr_len;
  * os_resize_inplace and os_move_aligned. fake_refused counts refused calls,
  * fake_resizes / fake_moves the calls not refused. fake_reset clears them all. */
 extern int fake_fail_maps, fake_fail_resizes;
+/* While fake_fail_purges > 0, os_purge leaves the bytes (as the kernel does on
+ * locked pages) and returns false. */
+extern int fake_fail_purges;
 extern size_t fake_refused, fake_resizes, fake_moves;
 void fake_reset(void);
 /* Whether [p, p+n) was purged since the last fake_reset. */

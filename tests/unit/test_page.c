@@ -252,3 +252,44 @@ Test(page, only_units_never_written_since_mapped_or_dontneed_purged_read_as_zero
   chunk_retire(c);
   cr_assert_eq(c->zero_units, CHUNK_ALL_FREE, "a retired chunk was purged whole with MADV_DONTNEED");
 }
+
+/* A purge the kernel refuses (locked pages under mlockall: MADV_DONTNEED fails
+ * with EINVAL and the old bytes stay) makes nothing read as zeroes, neither a
+ * chunk's units nor a whole retired chunk; a purge that goes through still
+ * does (found by a probe: calloc returned the old bytes after ebb_trim in a
+ * process that had called mlockall). */
+Test(page, a_refused_purge_leaves_nothing_reading_as_zero) {
+  sizeclass_init();
+  page_key = 0x1234567;
+  fake_reset();
+  unsigned cls = size_class(100000), units = class_info[cls].units;
+  chunk_t *c = chunk_new(NULL, false, 0);
+  cr_assert_not_null(c);
+  page_t *pg = chunk_take_span(c, units, false);
+  cr_assert_not_null(pg);
+  page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT), NULL, false);
+  cr_assert(page_refill(pg));
+  memset(pg->free, 0x5a, class_info[cls].size); /* the program writes it */
+
+  chunk_give_span(c, pg, 0);
+  fake_fail_purges = 1;
+  size_t bytes = chunk_purge(c, UINT64_MAX, SIZE_MAX, false);
+  cr_assert_eq(fake_fail_purges, 0, "the purge was tried (and refused)");
+  cr_assert_gt(bytes, 0);
+  cr_assert_eq(c->dirty_units & ((((uint64_t)1 << units) - 1) << (pg - c->pages)), 0,
+               "a refused run leaves the dirty set: no pass retries it forever");
+  cr_assert_eq(chunk_take_span_at(c, pg, units), pg);
+  cr_assert_not(pg->fresh_zero, "the kernel refused the purge: the old bytes are still there");
+  cr_assert_eq(((unsigned char *)pg->start)[100], 0x5a);
+
+  chunk_give_span(c, pg, 0);
+  chunk_purge(c, UINT64_MAX, SIZE_MAX, false);
+  cr_assert_eq(chunk_take_span_at(c, pg, units), pg);
+  cr_assert(pg->fresh_zero, "a purge that went through reads back zeroes");
+  memset(pg->start, 0x5a, 4096);
+  chunk_give_span(c, pg, 0);
+
+  fake_fail_purges = 1;
+  chunk_retire(c);
+  cr_assert_eq(c->zero_units, 0, "a retired chunk whose purge was refused has no unit reading as zeroes");
+}
