@@ -390,6 +390,11 @@ static void *realloc_in(arena_t *a, void *p, size_t size, bool first_class) {
   if (resizable) track_free(p);
   if (resizable && huge_resize(o.huge, size, opt.decay_ms != 0, now = os_now_ms())) {
     huge_t *h = o.huge;
+    arena_t *to = first_class ? a : NULL;
+    if (h->user != p && h->arena != to) { /* moved: into the arena asked for, as a small block's copy goes */
+      huge_unlink(h); /* found by a probe: ebb_arena_realloc(b, p, 64 MiB) of a's block moved it but left */
+      huge_link(to, h); /* it a's, so ebb_arena_destroy(a) freed it and ebb_arena_reset(b) did not */
+    }
     track_malloc(h->user, huge_usable(h), false);
     track_open(h->user, old < size ? old : size); /* the kept bytes moved with the pages */
     if (size > old) { /* grown (in place or moved by the kernel): a peak, and the auto cap shrinks */

@@ -93,6 +93,53 @@ Test(arena, realloc_keeps_contents) {
   ebb_arena_destroy(a);
 }
 
+/* A block that must move goes into the arena ebb_arena_realloc names (and a
+ * plain realloc's into no arena), large blocks moved by mremap as well as
+ * small ones copied: destroying its old arena leaves it live, resetting its
+ * new one frees it (found by a probe: a 3 MiB block of a grown to 64 MiB by
+ * ebb_arena_realloc(b, ...) stayed a's, so ebb_arena_destroy(a) freed it). */
+Test(arena, realloc_moves_blocks_into_the_arena_named) {
+  static const size_t from[] = {5000, 3u << 20};
+  for (size_t i = 0; i < ARRAY_LEN(from); i++) {
+    ebb_arena_t *a = ebb_arena_create(), *b = ebb_arena_create();
+    cr_assert(a && b);
+    void *pin = ebb_arena_malloc(a, 8u << 20); /* blocks around p, so that it cannot grow in place */
+    char *p = ebb_arena_malloc(a, from[i]);
+    void *pin2 = ebb_arena_malloc(a, 8u << 20);
+    memset(p, 0x5a, from[i]);
+    char *q = ebb_arena_realloc(b, p, 64u << 20);
+    cr_assert_not_null(q);
+    if (q == p) { /* grew in place after all: it stays a's, as a small block that fits does */
+      cr_log_warn("%zu -> 64 MiB grew in place: nothing to check", from[i]);
+    } else {
+      ebb_arena_destroy(a);
+      cr_assert(ebb_owns(q), "%zu -> 64 MiB moved into b, then a destroyed: the block is gone", from[i]);
+      cr_assert_eq(q[from[i] - 1], 0x5a);
+      ebb_arena_reset(b);
+      cr_assert_not(ebb_owns(q), "%zu -> 64 MiB moved into b, then b reset: the block is still live", from[i]);
+      a = NULL;
+    }
+    (void)pin, (void)pin2;
+    if (a) ebb_arena_destroy(a);
+    ebb_arena_destroy(b);
+
+    ebb_arena_t *c = ebb_arena_create();
+    void *m1 = ebb_arena_malloc(c, 8u << 20);
+    char *r = ebb_arena_malloc(c, from[i]);
+    void *m2 = ebb_arena_malloc(c, 8u << 20);
+    char *s = realloc(r, 64u << 20); /* plain realloc: a moved block leaves the arena */
+    cr_assert_not_null(s);
+    if (s != r) {
+      ebb_arena_destroy(c);
+      cr_assert(ebb_owns(s), "%zu -> 64 MiB moved by plain realloc, then its old arena destroyed: gone", from[i]);
+      free(s);
+    } else {
+      (void)m1, (void)m2;
+      ebb_arena_destroy(c);
+    }
+  }
+}
+
 /* 64 MiB of blocks of mixed sizes, all touched; destroy must give it all back. */
 Test(arena, destroy_keeps_memory_warm_until_trim) {
   ebb_trim();
