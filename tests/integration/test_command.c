@@ -186,6 +186,21 @@ Test(command, run_settings_as_ebb_reports_them) {
   cr_expect(exited_with(st, 2) && strstr(r.err, "--stats takes 1, 2 or json"), "--stats=3: %s", r.err);
 }
 
+/* Every EBB_DIRTY_MAX value the library takes, ebb run passes on and the library
+ * uses (found by a probe: `--dirty-max auto`, the default, was refused). */
+Test(command, run_passes_every_dirty_max_form_the_library_takes) {
+  const char *p = probe();
+  static const char *const ok[] = {"auto", "auto+64M", "0", "0%", "1000%", "512K", "2G", "1073741823G"};
+  for (size_t i = 0; i < ARRAY_LEN(ok); i++) {
+    int st = run_cmd(&r, "env -u LD_PRELOAD EBB_VERBOSE=1 build/ebb run --dirty-max %s -- '%s' 0 0", ok[i], p);
+    cr_expect(exited_with(st, 0), "ebb run --dirty-max %s: %s; stderr:\n%s", ok[i], describe_status(st), r.err);
+    char want[96];
+    snprintf(want, sizeof want, "ebb: EBB_DIRTY_MAX=%s (environment)", ok[i]);
+    cr_expect(strstr(r.err, want) != NULL && strstr(r.err, "warning") == NULL,
+              "--dirty-max %s: ebb did not take it as given:\n%s", ok[i], r.err);
+  }
+}
+
 Test(command, run_prepends_to_ld_preload_and_passes_signals) {
   const char *p = probe();
   int st = run_cmd(&r, "LD_PRELOAD=libm.so.6 build/ebb run '%s'", p); /* no "--": allowed */
@@ -274,6 +289,14 @@ Test(command, errors_are_one_line_and_exit_2) {
       {"run --decay", "--decay needs a value"},
       {"run --dirty-max 12X -- true", "--dirty-max wants a size"},
       {"run --dirty-max 1001% -- true", "--dirty-max wants a size"},
+      /* the library's limit (found by a probe: ebb run passed it, ebb warned and kept its default) */
+      {"run --dirty-max 3000000000G -- true", "--dirty-max wants a size"},
+      {"run --dirty-max auto+5% -- true", "--dirty-max wants a size"},
+      {"run --dirty-max autox -- true", "--dirty-max wants a size"},
+      {"run --decay '' -- true", "--decay needs a value"}, /* an empty value is no value */
+      {"run --decay= -- true", "--decay needs a value"},
+      {"run --dirty-max= -- true", "--dirty-max needs a value"},
+      {"run --background= -- true", "--background needs a value"},
       {"run --background maybe -- true", "--background wants on, off or auto"},
       {"run --bogus -- true", "unknown option '--bogus'"},
       {"compare -n 0 -- true", "-n wants a positive integer"},
