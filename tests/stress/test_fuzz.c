@@ -366,8 +366,9 @@ static void fz_free(fz_thread_t *t, fz_blk_t *b) {
 
 /* Realloc by one of three functions; checks the kept prefix, the documented
  * in-place rule for small blocks, and follows the block into its new arena:
- * a large block resized by the kernel (and any block left in place) keeps its
- * arena, a copied one belongs to the arena realloc was asked for. */
+ * a block left in place keeps its arena, a moved one (copied, or a large block
+ * moved by the kernel) belongs to the arena realloc was asked for (none for
+ * plain realloc), as docs/api.md says. */
 static void fz_realloc(fz_thread_t *t, fz_blk_t *b) {
   if (!fz_pin(t, b)) return;
   fz_check(t, b, "before realloc");
@@ -395,7 +396,7 @@ static void fz_realloc(fz_thread_t *t, fz_blk_t *b) {
   size_t off = fz_walk(q, keep, fz_plen(&old), fz_key(&old), 1);
   if (off != PAT_OK)
     fz_die(t, &old, "%s(p, %zu) -> %p lost the contents at offset %zu", fz_how_name[how], size, q, off);
-  if (q != old.p && !(large && size > FZ_SMALL_MAX)) {
+  if (q != old.p) {
     b->arena = target;
     b->gen = target >= 0 ? fz_arena_rec(target)->gen : 0;
   }
