@@ -479,14 +479,35 @@ static void *arena_malloc_refill(arena_t *a, unsigned cls, size_t size) {
   return arena_malloc(a, size);
 }
 
+/* Whether an emptied page that is not its class's current page stays on its
+ * queue as the class's spare: while no other page among the queue's first
+ * SPARE_SCAN is empty (the current one included). A class whose live blocks
+ * swing around a page's capacity (blocks of 1-16 KiB, 4 to 64 to a unit) gave
+ * a page back on every swing and carved it afresh on the next, a batch of one
+ * or two blocks a refill (a loop over 1025-4096 B: 2875 page_inits in 300k
+ * mallocs, 113 instructions a malloc). mimalloc keeps an emptied page a while
+ * for the same reason (its retire expiration). The thread's next decay pass
+ * gives a spare back (decay_page), a taker does when the thread idles, and
+ * EBB_DECAY_MS=0, which asks for memory back at once, keeps none. */
+#define SPARE_SCAN 8
+static bool page_kept_spare(arena_t *a, page_t *pg) {
+  if (opt.decay_ms == 0) return false;
+  unsigned n = 0;
+  for (page_t *q = a->queues[pg->cls].first; q; q = q->next)
+    if ((q != pg && q->used == 0) || ++n == SPARE_SCAN) return false;
+  return true;
+}
+
 /* An empty page goes back to its chunk at once unless it is its class's
- * current page; a current page spanning several units goes back too, so an
- * idle thread pins at most one single-unit page per class (other threads can
- * purge free units, never a live thread's pages). Reusing the still-resident
- * units costs a lock, not a page fault. */
+ * current page or its spare (page_kept_spare); a current page spanning several
+ * units goes back too, so an idle thread pins at most one single-unit page per
+ * class once its decay pass has run (other threads can purge free units, never
+ * a live thread's pages). Reusing the still-resident units costs a lock, not a
+ * page fault. */
 void arena_free_local_slow(arena_t *a, page_t *pg) {
   ebb_assert(!pg->full); /* a full page's frees take arena_return_slow, which unmarks it under the lock */
-  if (pg->used == 0 && (a->tc[pg->cls].direct != pg || pg->units > 1) && !pg->remote_pending)
+  bool direct = a->tc[pg->cls].direct == pg;
+  if (pg->used == 0 && (!direct || pg->units > 1) && !pg->remote_pending && (direct || !page_kept_spare(a, pg)))
     arena_page_retire(a, pg, 0);
   else if (pg->used == 0)
     pg->empties++; /* kept as the class's page: its decay pass tells use from disuse by this (decay_page) */

@@ -98,13 +98,18 @@ Test(placement, full_chunks_leave_the_search_and_come_back_when_a_page_goes_back
   cr_assert_geq(s.allocated, (size_t)N * 64 * KiB, "blocks in full chunks are counted");
   size_t mapped = s.mapped;
   chunk_t *c = chunk_of(blocks[N / 2]);
-  ebb_free(blocks[N / 2]); /* its page empties and goes back: its chunk has a free unit again */
+  cr_assert_eq(chunk_of(blocks[N / 2 - 1]), c);
+  ebb_free(blocks[N / 2 - 1]); /* its page empties and stays, the class's spare (arena.c, page_kept_spare) */
+  cr_assert_eq(list_len(a->chunks_full), 3);
+  ebb_free(blocks[N / 2]); /* a second page empties and goes back: its chunk has a free unit again */
   cr_assert_eq(list_len(a->chunks_full), 2);
   bool found = false;
   for (const chunk_t *q = a->chunks; q; q = q->next) found |= q == c;
   cr_assert(found, "the chunk is searched again");
+  blocks[N / 2 - 1] = ebb_malloc(64 * KiB);
   blocks[N / 2] = ebb_malloc(64 * KiB);
-  cr_assert_eq(chunk_of(blocks[N / 2]), c, "the unit it gave back is taken again");
+  cr_assert(chunk_of(blocks[N / 2 - 1]) == c && chunk_of(blocks[N / 2]) == c,
+            "the spare and the unit given back are taken again");
   ebb_stats(&s);
   cr_assert_eq(s.mapped, mapped, "no new chunk");
   for (int i = 0; i < N; i++) ebb_free(blocks[i]);

@@ -1,0 +1,114 @@
+/* The spare page (arena.c, page_kept_spare), over the fake OS: a page that
+ * empties while it is not its class's current page stays on its queue when no
+ * other page of the class is empty, so a class whose live blocks swing around
+ * a page's capacity stops giving a page back and carving it afresh on every
+ * swing; a second emptied page still goes back at once, the thread's decay
+ * pass gives the spare back, and EBB_DECAY_MS=0 keeps none.
+ * ebb_* names, no override. Blocks of 4 KiB: 16 to a one-unit page. */
+#include <criterion/criterion.h>
+#include "arena.h"
+#include "chunk.h"
+#include "ebb.h"
+#include "fake_os.h"
+
+#define BLOCK 4096
+#define PER_PAGE (UNIT_SIZE / BLOCK)
+
+static void setup(void) {
+  fake_reset();
+  opt.decay_ms = 1000000;
+  opt.dirty_max = (int64_t)1 << 40;
+  opt.background = 0;
+}
+TestSuite(spare, .init = setup);
+
+static size_t active(void) {
+  struct ebb_stats s;
+  ebb_stats(&s);
+  return s.active;
+}
+
+static page_t *page_of(void *p) { return chunk_page_of(chunk_of(p), p); }
+
+/* n blocks of BLOCK into v, each page's blocks together */
+static void fill(void **v, unsigned n) {
+  for (unsigned i = 0; i < n; i++) {
+    v[i] = ebb_malloc(BLOCK);
+    cr_assert_not_null(v[i]);
+  }
+}
+
+/* Pages A (full) and B (current, one block): A's blocks all freed. */
+static void two_pages_first_emptied(void **v, page_t **a, page_t **b) {
+  fill(v, PER_PAGE + 1);
+  *a = page_of(v[0]);
+  *b = page_of(v[PER_PAGE]);
+  cr_assert_neq(*a, *b, "%u blocks of %u B took one page", PER_PAGE + 1, BLOCK);
+  for (unsigned i = 0; i < PER_PAGE; i++)
+    cr_assert_eq(page_of(v[i]), *a, "block %u is not on the first page", i);
+  for (unsigned i = 0; i < PER_PAGE; i++) ebb_free(v[i]);
+}
+
+Test(spare, an_emptied_page_stays_while_it_is_the_only_empty_one_and_is_used_again) {
+  sizeclass_init();
+  void *v[3 * PER_PAGE];
+  page_t *a, *b;
+  size_t before = active();
+  two_pages_first_emptied(v, &a, &b);
+  cr_assert_eq(a->cls, size_class(BLOCK), "the emptied page went back to its chunk");
+  cr_assert_eq(a->used, 0);
+  cr_assert_eq(active() - before, 2 * UNIT_SIZE, "the spare no longer counts as active");
+  size_t inits = fake_maps;
+  /* the current page fills, then the next malloc takes the spare: its free list as it was */
+  fill(v, 2 * PER_PAGE - 1);
+  unsigned on_a = 0;
+  for (unsigned i = 0; i < 2 * PER_PAGE - 1; i++) on_a += page_of(v[i]) == a;
+  cr_assert_eq(on_a, PER_PAGE, "the spare served %u of the next blocks, not all %u of its own", on_a,
+               PER_PAGE);
+  cr_assert_eq(fake_maps, inits, "a new chunk was mapped");
+  for (unsigned i = 0; i < 2 * PER_PAGE - 1; i++) ebb_free(v[i]);
+  ebb_trim();
+}
+
+Test(spare, a_second_emptied_page_goes_back_at_once) {
+  sizeclass_init();
+  void *v[2 * PER_PAGE + 1];
+  size_t before = active();
+  fill(v, 2 * PER_PAGE + 1); /* pages A, B full, C current */
+  page_t *a = page_of(v[0]), *b = page_of(v[PER_PAGE]);
+  cr_assert_neq(a, b);
+  for (unsigned i = 0; i < PER_PAGE; i++) ebb_free(v[i]);
+  cr_assert_eq(active() - before, 3 * UNIT_SIZE, "A, the first emptied page, stays as the spare");
+  for (unsigned i = PER_PAGE; i < 2 * PER_PAGE; i++) ebb_free(v[i]);
+  cr_assert_eq(active() - before, 2 * UNIT_SIZE, "B went back although A is empty already");
+  cr_assert_eq(a->cls, size_class(BLOCK), "A, the spare, went back instead of B");
+  ebb_free(v[2 * PER_PAGE]);
+  ebb_trim();
+}
+
+Test(spare, the_decay_pass_gives_the_spare_back) {
+  sizeclass_init();
+  void *v[PER_PAGE + 1];
+  page_t *a, *b;
+  size_t before = active();
+  two_pages_first_emptied(v, &a, &b);
+  cr_assert_eq(active() - before, 2 * UNIT_SIZE);
+  fake_now += 1;
+  arena_decay(arena_tls, fake_now, true, false, PASS_PAGES);
+  cr_assert_eq(active() - before, UNIT_SIZE, "the thread's decay pass left the empty spare in place");
+  cr_assert_neq(a->cls, size_class(BLOCK));
+  ebb_free(v[PER_PAGE]);
+  ebb_trim();
+}
+
+Test(spare, none_when_memory_is_to_go_back_at_once) {
+  sizeclass_init();
+  opt.decay_ms = 0;
+  void *v[PER_PAGE + 1];
+  page_t *a, *b;
+  size_t before = active();
+  two_pages_first_emptied(v, &a, &b);
+  cr_assert_eq(active() - before, UNIT_SIZE, "EBB_DECAY_MS=0 kept an emptied page");
+  ebb_free(v[PER_PAGE]);
+  ebb_trim();
+}
