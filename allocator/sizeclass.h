@@ -35,11 +35,16 @@ extern uint8_t class_src_lo[NCLASSES], class_src_n[NCLASSES];
 /* The class whose slot s is. */
 EBB_INLINE unsigned src_class(unsigned s) { return s < SRC_SMALL ? class_small[s] : s - SRC_SMALL + NCLASSES_SMALL; }
 
+/* 1024 < size <= CLASS_MAX_SIZE: the class by arithmetic, no table. */
+EBB_INLINE unsigned size_class_above_1k(size_t size) {
+  unsigned k = 63u - (unsigned)__builtin_clzl(size - 1);
+  return 8 + (k - 7) * 8 + (unsigned)(((size - 1) >> (k - 3)) & 7);
+}
+
 /* size <= CLASS_MAX_SIZE */
 EBB_INLINE unsigned size_class(size_t size) {
   if (likely(size <= 1024)) return class_small[(size + 15) >> 4];
-  unsigned k = 63u - (unsigned)__builtin_clzl(size - 1);
-  return 8 + (k - 7) * 8 + (unsigned)(((size - 1) >> (k - 3)) & 7);
+  return size_class_above_1k(size);
 }
 
 /* The size of class c, computed (class_info holds the same value). */
