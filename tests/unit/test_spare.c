@@ -4,7 +4,8 @@
  * a page's capacity stops giving a page back and carving it afresh on every
  * swing; a second emptied page still goes back at once, the thread's decay
  * pass gives the spare back, and EBB_DECAY_MS=0 keeps none.
- * ebb_* names, no override. Blocks of 4 KiB: 16 to a one-unit page. */
+ * Only pages of at most 64 blocks keep a spare. ebb_* names, no override.
+ * Blocks of 4 KiB: 16 to a one-unit page. */
 #include <criterion/criterion.h>
 #include "arena.h"
 #include "chunk.h"
@@ -110,5 +111,22 @@ Test(spare, none_when_memory_is_to_go_back_at_once) {
   two_pages_first_emptied(v, &a, &b);
   cr_assert_eq(active() - before, UNIT_SIZE, "EBB_DECAY_MS=0 kept an emptied page");
   ebb_free(v[PER_PAGE]);
+  ebb_trim();
+}
+
+/* Pages of many blocks (512 B: 128 to a unit) rarely swing empty and full, and
+ * a spare of theirs only cost RSS: they go back at once, as before. */
+Test(spare, none_for_pages_of_many_small_blocks) {
+  sizeclass_init();
+  enum { SMALL = 512, N = UNIT_SIZE / SMALL };
+  cr_assert_gt(N, 64);
+  static void *v[N + 1];
+  size_t before = active();
+  for (unsigned i = 0; i <= N; i++) cr_assert_not_null(v[i] = ebb_malloc(SMALL));
+  page_t *a = page_of(v[0]);
+  cr_assert_neq(a, page_of(v[N]));
+  for (unsigned i = 0; i < N; i++) ebb_free(v[i]);
+  cr_assert_eq(active() - before, UNIT_SIZE, "an emptied page of %u blocks stayed", N);
+  ebb_free(v[N]);
   ebb_trim();
 }
