@@ -479,8 +479,8 @@ static void *arena_malloc_refill(arena_t *a, unsigned cls, size_t size) {
   return arena_malloc(a, size);
 }
 
-/* Whether an emptied page of few blocks that is not its class's current page
- * stays on its queue as the class's spare: while no other page among the
+/* Whether an emptied one-unit page of few blocks that is not its class's
+ * current page stays on its queue as the class's spare: while no other page among the
  * queue's first SPARE_SCAN is empty (the current one included). A class whose live blocks
  * swing around a page's capacity (blocks of 1-16 KiB, 4 to 64 to a unit) gave
  * a page back on every swing and carved it afresh on the next, a batch of one
@@ -490,13 +490,21 @@ static void *arena_malloc_refill(arena_t *a, unsigned cls, size_t size) {
  * gives a spare back (decay_page), a taker does when the thread idles, and
  * EBB_DECAY_MS=0, which asks for memory back at once, keeps none. */
 #define SPARE_SCAN 8
-#define SPARE_MAX_BLOCKS 64 /* pages of more blocks rarely swing empty and full; keeping them cost RSS
-                               (mimalloc-bench glibc-thread, 16-byte to 1 KiB blocks: 2240 -> 2370 KB) */
+/* Pages of more blocks rarely swing empty and full; keeping them cost RSS
+ * (mimalloc-bench glibc-thread, 16-byte to 1 KiB blocks: 2240 -> 2370 KB).
+ * Spans of several units (classes above 8 KiB) keep none either: instance
+ * churn, one block of each of ~30 such classes a request, kept a spare span
+ * in each and faulted 0.11-0.22 pages a request instead of 0.03. */
+#define SPARE_MAX_BLOCKS 64
 static bool page_kept_spare(arena_t *a, page_t *pg) {
-  if (opt.decay_ms == 0 || pg->capacity > SPARE_MAX_BLOCKS) return false;
+  if (opt.decay_ms == 0 || pg->capacity > SPARE_MAX_BLOCKS || pg->units > 1) return false;
   unsigned n = 0;
   for (page_t *q = a->queues[pg->cls].first; q; q = q->next)
     if ((q != pg && q->used == 0) || ++n == SPARE_SCAN) return false;
+  /* in use until now: the pass that gives it back dates its units from here,
+   * not from when it last became the current page (they would be purged at
+   * once, and fault in again: instance churn 0.03 -> 0.2 faults a request) */
+  pg->touched = a->now;
   return true;
 }
 

@@ -4,7 +4,7 @@
  * a page's capacity stops giving a page back and carving it afresh on every
  * swing; a second emptied page still goes back at once, the thread's decay
  * pass gives the spare back, and EBB_DECAY_MS=0 keeps none.
- * Only pages of at most 64 blocks keep a spare. ebb_* names, no override.
+ * Only one-unit pages of at most 64 blocks keep a spare. ebb_* names, no override.
  * Blocks of 4 KiB: 16 to a one-unit page. */
 #include <criterion/criterion.h>
 #include "arena.h"
@@ -128,5 +128,27 @@ Test(spare, none_for_pages_of_many_small_blocks) {
   for (unsigned i = 0; i < N; i++) ebb_free(v[i]);
   cr_assert_eq(active() - before, UNIT_SIZE, "an emptied page of %u blocks stayed", N);
   ebb_free(v[N]);
+  ebb_trim();
+}
+
+/* Spans of several units (classes above 8 KiB) keep no spare: instance churn,
+ * one block of each of ~30 such classes a request, faulted 0.11-0.22 pages a
+ * request with them kept instead of 0.03. */
+Test(spare, none_for_spans_of_several_units) {
+  sizeclass_init();
+  enum { BIG = 40960 };
+  const class_info_t *ci = &class_info[size_class(BIG)];
+  cr_assert_gt(ci->units, 1);
+  static void *v[64];
+  unsigned n = ci->count;
+  cr_assert_lt(n, 64);
+  size_t before = active();
+  for (unsigned i = 0; i <= n; i++) cr_assert_not_null(v[i] = ebb_malloc(BIG));
+  page_t *a = page_of(v[0]);
+  cr_assert_neq(a, page_of(v[n]));
+  for (unsigned i = 0; i < n; i++) ebb_free(v[i]);
+  cr_assert_eq(active() - before, (size_t)ci->units * UNIT_SIZE, "an emptied span of %u units stayed",
+               ci->units);
+  ebb_free(v[n]);
   ebb_trim();
 }
