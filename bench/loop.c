@@ -20,21 +20,27 @@
 static size_t sizes[SIZES];
 static void *slots[SLOTS];
 
-/* 3 in 4 blocks are 8–128 B, the rest 129–512 B: the shape of typical C/C++ heaps. */
-static void make_sizes(uint64_t *rng) {
+/* 3 in 4 blocks are 8–128 B, the rest 129–512 B: the shape of typical C/C++ heaps.
+ * With --min and --max, uniform in [min, max] instead (e.g. 1025–4096: sizes a
+ * page holds only 16–64 of, whose lists run empty and full far more often). */
+static void make_sizes(uint64_t *rng, long min, long max) {
   for (size_t i = 0; i < SIZES; i++)
-    sizes[i] = bench_rand(rng) % 4 ? bench_rand_range(rng, 8, 128) : bench_rand_range(rng, 129, 512);
+    if (min > 0)
+      sizes[i] = bench_rand_range(rng, (size_t)min, (size_t)max);
+    else
+      sizes[i] = bench_rand(rng) % 4 ? bench_rand_range(rng, 8, 128) : bench_rand_range(rng, 129, 512);
 }
 
 int main(int argc, char **argv) {
   long iters = bench_opt(argc, argv, "iters", 5000000);
   uint64_t rng = (uint64_t)bench_opt(argc, argv, "seed", 1) * 0x9E3779B97F4A7C15ULL + 1;
-  if (iters < 1) {
-    fprintf(stderr, "loop: need iters >= 1\n");
+  long min = bench_opt(argc, argv, "min", 0), max = bench_opt(argc, argv, "max", 0);
+  if (iters < 1 || min < 0 || (min > 0 && max < min)) {
+    fprintf(stderr, "loop: need iters >= 1, and max >= min when min is given\n");
     return 2;
   }
-  bench_begin("loop", "small", argc, argv);
-  make_sizes(&rng);
+  bench_begin("loop", min > 0 ? "sized" : "small", argc, argv);
+  make_sizes(&rng, min, max);
   for (size_t k = 0; k < SLOTS; k++) slots[k] = malloc(sizes[k]);
   uint64_t t0 = bench_now_ns();
   for (long i = 0; i < iters; i++) {
