@@ -479,22 +479,21 @@ static void *arena_malloc_refill(arena_t *a, unsigned cls, size_t size) {
   return arena_malloc(a, size);
 }
 
-/* Whether an emptied one-unit page of few blocks that is not its class's
- * current page stays on its queue as the class's spare: while no other page among the
- * queue's first SPARE_SCAN is empty (the current one included). A class whose live blocks
- * swing around a page's capacity (blocks of 1-16 KiB, 4 to 64 to a unit) gave
- * a page back on every swing and carved it afresh on the next, a batch of one
- * or two blocks a refill (a loop over 1025-4096 B: 2875 page_inits in 300k
- * mallocs, 113 instructions a malloc). mimalloc keeps an emptied page a while
+/* Whether an emptied one-unit page of at most SPARE_MAX_BLOCKS blocks (classes
+ * of 1-8 KiB) that is not its class's current page stays on its queue as the
+ * class's spare: while no other page among the queue's first SPARE_SCAN is
+ * empty (the current one included). A class whose live blocks swing around a
+ * page's capacity gave a page back on every swing and carved it afresh on the
+ * next, a batch of one or two blocks a refill (bench/loop --min 1025 --max
+ * 4096: 168 -> 121 instructions a pair). mimalloc keeps an emptied page a while
  * for the same reason (its retire expiration). The thread's next decay pass
  * gives a spare back (decay_page), a taker does when the thread idles, and
- * EBB_DECAY_MS=0, which asks for memory back at once, keeps none. */
+ * EBB_DECAY_MS=0, which asks for memory back at once, keeps none.
+ *   Pages of more blocks rarely swing empty and full, and keeping them cost
+ * RSS (mimalloc-bench glibc-thread, 16 B-1 KiB blocks: 2240 -> 2370 KB);
+ * spans of several units cost faults (instance churn, one block of each of
+ * ~30 classes above 8 KiB a request: 0.11-0.22 a request instead of 0.03). */
 #define SPARE_SCAN 8
-/* Pages of more blocks rarely swing empty and full; keeping them cost RSS
- * (mimalloc-bench glibc-thread, 16-byte to 1 KiB blocks: 2240 -> 2370 KB).
- * Spans of several units (classes above 8 KiB) keep none either: instance
- * churn, one block of each of ~30 such classes a request, kept a spare span
- * in each and faulted 0.11-0.22 pages a request instead of 0.03. */
 #define SPARE_MAX_BLOCKS 64
 static bool page_kept_spare(arena_t *a, page_t *pg) {
   if (opt.decay_ms == 0 || pg->capacity > SPARE_MAX_BLOCKS || pg->units > 1) return false;
@@ -517,7 +516,7 @@ static bool page_kept_spare(arena_t *a, page_t *pg) {
 void arena_free_local_slow(arena_t *a, page_t *pg) {
   ebb_assert(!pg->full); /* a full page's frees take arena_return_slow, which unmarks it under the lock */
   bool direct = a->tc[pg->cls].direct == pg;
-  if (pg->used == 0 && (!direct || pg->units > 1) && !pg->remote_pending && (direct || !page_kept_spare(a, pg)))
+  if (pg->used == 0 && !pg->remote_pending && (direct ? pg->units > 1 : !page_kept_spare(a, pg)))
     arena_page_retire(a, pg, 0);
   else if (pg->used == 0)
     pg->empties++; /* kept as the class's page: its decay pass tells use from disuse by this (decay_page) */
