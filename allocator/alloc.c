@@ -439,20 +439,22 @@ EBB_EXPORT void *ebb_reallocarray(void *p, size_t n, size_t size) {
 /* ------------------------------------------------------------ aligned */
 
 /* Blocks of a class whose size is a multiple of align start at multiples of
- * align (pages start on unit boundaries), so such a class serves the request. */
+ * align (pages start on unit boundaries), so such a class serves the request.
+ * Beyond a unit, up to half a chunk, the class's page (one block) is placed at
+ * a multiple of align (arena_malloc_aligned). Larger alignments, or blocks
+ * past the largest class, are large blocks (chunk-aligned mappings). */
 static void *aligned_alloc_in(arena_t *first_class, size_t align, size_t size) {
   if (align <= MIN_ALIGN) return alloc_in(first_class, size, first_class != NULL);
   if (size > MAX_REQUEST) return fail_nomem();
-  if (align <= MAX_IN_CHUNK_ALIGN && size <= CLASS_MAX_SIZE) {
-    unsigned c = size_class(size ? size : 1);
-    while (c < NCLASSES && class_size_of(c) % align) c++;
-    if (c < NCLASSES) {
-      arena_t *a = first_class ? first_class : thread_arena();
-      if (!a) return fail_nomem();
-      void *p = arena_malloc(a, class_size_of(c));
-      if (!first_class) thread_arena_done(a);
-      return p ? p : fail_nomem();
-    }
+  if (align <= MAX_CHUNK_ALIGN && size <= CLASS_MAX_SIZE) {
+    size_t want = align > UNIT_SIZE && size < align ? align : size; /* one block a page */
+    unsigned c = size_class(want ? want : 1);
+    while (class_size_of(c) % align) c++; /* CLASS_MAX_SIZE is a multiple of every such align */
+    arena_t *a = first_class ? first_class : thread_arena();
+    if (!a) return fail_nomem();
+    void *p = align <= UNIT_SIZE ? arena_malloc(a, class_size_of(c)) : arena_malloc_aligned(a, c, align);
+    if (!first_class) thread_arena_done(a);
+    return p ? p : fail_nomem();
   }
   return huge_alloc(first_class, size, align);
 }

@@ -327,15 +327,16 @@ static page_t *take_last_span_locked(arena_t *a, unsigned cls, unsigned units) {
  * the prover's gain). */
 #define BEST_FIT_CHUNKS 32
 
-static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units) {
+/* step: the span's first unit at a multiple of it (1: anywhere; aligned blocks, arena_malloc_aligned) */
+static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsigned step) {
   ebb_assert_expensive(chunk_lists_valid(a));
-  page_t *last = take_last_span_locked(a, cls, units);
+  page_t *last = step == 1 ? take_last_span_locked(a, cls, units) : NULL;
   if (last) return last;
   for (int warm = 1; warm >= 0; warm--) {
     chunk_t *best = NULL;
     unsigned best_at = 0, best_len = CHUNK_UNITS + 1, fits = 0;
     for (chunk_t *c = a->chunks; c && fits < BEST_FIT_CHUNKS; c = c->next) {
-      unsigned at, len = chunk_fit(c, units, warm, &at);
+      unsigned at, len = chunk_fit(c, units, step, warm, &at);
       if (!len) continue;
       fits++;
       if (len < best_len) best = c, best_at = at, best_len = len;
@@ -356,16 +357,18 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units) {
   stat_add(&a->mapped, (ptrdiff_t)CHUNK_SIZE);
   atomic_fetch_add_explicit(&mapped_total, CHUNK_SIZE, memory_order_relaxed);
   uint64_t dirty_before = c->dirty_units; /* a warm pooled chunk: its resident units first */
-  page_t *pg = chunk_take_span(c, units, true);
-  if (!pg) pg = chunk_take_span(c, units, false);
+  unsigned at;
+  page_t *pg = NULL;
+  if (chunk_fit(c, units, step, true, &at) || chunk_fit(c, units, step, false, &at))
+    pg = chunk_take_span_at(c, &c->pages[at], units);
   if (pg) span_taken(a, c, dirty_before);
   return pg;
 }
 
-static page_t *arena_page_new(arena_t *a, unsigned cls) {
+static page_t *arena_page_new(arena_t *a, unsigned cls, unsigned step) {
   unsigned units = class_info[cls].units;
   spin_lock(&a->lock);
-  page_t *pg = take_span_locked(a, cls, units);
+  page_t *pg = take_span_locked(a, cls, units, step);
   if (pg) {
     stat_add(&a->active, (ptrdiff_t)(units * UNIT_SIZE));
     atomic_fetch_add_explicit(&active_total, units * UNIT_SIZE, memory_order_relaxed);
@@ -470,13 +473,43 @@ static void *arena_malloc_refill(arena_t *a, unsigned cls, size_t size) {
       next = pg->next; /* page_usable may take pg off the queue */
       if (page_usable(a, pg)) break;
     }
-    if (!pg && !(pg = arena_page_new(a, cls))) return NULL;
+    if (!pg && !(pg = arena_page_new(a, cls, 1))) return NULL;
     if (!page_refill(pg)) return NULL;
     ebb_assert_expensive(page_is_valid(pg));
     arena_set_direct(a, cls, pg);
     pg->touched = a->now;
   }
   return arena_malloc(a, size);
+}
+
+/* A block of class cls at a multiple of align (a power of two, UNIT_SIZE <
+ * align <= MAX_CHUNK_ALIGN; the class's size a multiple of align, so that a page
+ * of it is one block, at its start): a page of its own, placed at a multiple of
+ * align in a chunk, and off its queue at once (full). Its free gives the span
+ * back like any other multi-unit page's. Before, each such block had a mapping
+ * of its own (huge.c): found by a probe, 65,530 live aligned_alloc(128 KiB,
+ * 100) blocks reached vm.max_map_count, and then pthread_create failed.
+ * jemalloc's extents serve large alignments from its address space the same
+ * way. */
+static void *arena_malloc_aligned_in(arena_t *a, unsigned cls, size_t align) {
+  owner_enter(arena_tls);
+  if (unlikely(--a->tick < 0)) arena_tick(a);
+  page_t *pg = arena_page_new(a, cls, (unsigned)(align >> UNIT_SHIFT));
+  void *b = NULL;
+  if (pg) {
+    ebb_assert(pg->capacity == 1 && (uintptr_t)pg->start % align == 0);
+    if (page_refill(pg)) b = page_pop(pg);
+    page_mark_full(a, pg); /* no other thread knows the page yet: no remote frees */
+  }
+  owner_leave();
+  return b;
+}
+
+void *arena_malloc_aligned(arena_t *a, unsigned cls, size_t align) {
+  void *p = arena_malloc_aligned_in(a, cls, align);
+  if (likely(p != NULL)) return p;
+  arena_purge_all(true); /* as arena_malloc_after_purge */
+  return arena_malloc_aligned_in(a, cls, align);
 }
 
 /* Whether an emptied one-unit page of at most SPARE_MAX_BLOCKS blocks (classes

@@ -191,6 +191,10 @@ void arena_fork_child(void);
 /* The background thread's pass over every arena. */
 void arena_purge_background(uint64_t now);
 void *arena_malloc_slow(arena_t *a, unsigned cls, size_t size);
+/* A block of class cls (a size that is a multiple of the unit and of align)
+ * at a multiple of align, UNIT_SIZE < align <= MAX_CHUNK_ALIGN; NULL when the
+ * kernel refuses memory. */
+void *arena_malloc_aligned(arena_t *a, unsigned cls, size_t align);
 void arena_free_local_slow(arena_t *a, page_t *pg);
 void arena_free_remote(arena_t *owner, page_t *pg, block_t *b);
 /* A free by thread arena a of another arena's checked block b of pg into a's
@@ -225,17 +229,7 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
 
 /* Pops the first free block of class c's current page, or NULL (first-class
  * arenas: they have no cache). */
-EBB_INLINE void *arena_pop_page(arena_t *a, unsigned c) {
-  page_t *pg = a->tc[c].direct;
-  block_t *b = pg->free;
-  if (unlikely(b == NULL)) return page_bump(pg);
-  track_open(b, sizeof *b);
-  pg->free = b->next;
-  relaxed_store(b->cookie, 0);
-  owner_add(pg->used, 1);
-  track_malloc(b, pg->block_size, false);
-  return b;
-}
+EBB_INLINE void *arena_pop_page(arena_t *a, unsigned c) { return page_pop(a->tc[c].direct); }
 
 /* Source slot s's list was empty: the page's next block (bumped), or, when
  * the thread cache was the source, its page's first after moving the source

@@ -180,27 +180,28 @@ static page_t *take_at(chunk_t *c, unsigned first, unsigned n) {
  * placed in between left 8 units each time, so every page took a new chunk
  * and freed memory piled up resident: 67 MB peak RSS against glibc's 34; best
  * fit, 38 MB. */
-unsigned chunk_fit(const chunk_t *c, unsigned n, bool warm_only, unsigned *at) {
+unsigned chunk_fit(const chunk_t *c, unsigned n, unsigned step, bool warm_only, unsigned *at) {
   if (c->free_count < n) return 0;
   uint64_t m = (warm_only ? c->free_units & c->dirty_units : c->free_units) & CHUNK_ALL_FREE;
   unsigned best = 0, best_len = CHUNK_UNITS + 1;
   for (uint64_t r = m; r;) { /* each maximal run of free units, lowest first (unit 0 is never free) */
     unsigned a = (unsigned)__builtin_ctzll(r), len = (unsigned)__builtin_ctzll(~(r >> a));
+    unsigned s = (a + step - 1) & ~(step - 1); /* its first unit at a multiple of step */
     /* ties: a single unit takes the highest run, a longer span the lowest */
-    if (len >= n && (len < best_len || (n == 1 && len == best_len))) {
-      best = a, best_len = len;
+    if (s + n <= a + len && (len < best_len || (n == 1 && len == best_len))) {
+      best = n == 1 ? a + len - 1 : s, best_len = len;
       if (len == n && n > 1) break;
     }
     r &= ~span_mask(a, len);
   }
   if (best_len > CHUNK_UNITS) return 0;
-  *at = n == 1 ? best + best_len - 1 : best;
+  *at = best;
   return best_len;
 }
 
 page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only) {
   unsigned at;
-  return chunk_fit(c, n, warm_only, &at) ? take_at(c, at, n) : NULL;
+  return chunk_fit(c, n, 1, warm_only, &at) ? take_at(c, at, n) : NULL;
 }
 
 page_t *chunk_take_span_at(chunk_t *c, page_t *pg, unsigned n) {

@@ -80,9 +80,10 @@ size_t chunk_pool_warm_bytes(void); /* bytes of pooled chunks that may hold resi
  * the head's fresh_zero (whether every unit read as zeroes); the caller
  * initialises the rest of the head (page_init). */
 page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only);
-/* Where chunk_take_span would place n units: the length of the free run it
- * would cut (n: an exact fit), 0 if none fits; *at: the first unit. */
-unsigned chunk_fit(const chunk_t *c, unsigned n, bool warm_only, unsigned *at);
+/* Where chunk_take_span would place n units, with the first at a multiple of
+ * step (a power of two; 1: anywhere): the length of the free run it would cut
+ * (n: an exact fit), 0 if none fits; *at: the first unit. */
+unsigned chunk_fit(const chunk_t *c, unsigned n, unsigned step, bool warm_only, unsigned *at);
 /* The span of n units at pg if they are all free (NULL otherwise), taken as
  * chunk_take_span does. */
 page_t *chunk_take_span_at(chunk_t *c, page_t *pg, unsigned n);

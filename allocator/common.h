@@ -31,7 +31,7 @@
 #define CHUNK_UNITS (CHUNK_SIZE / UNIT_SIZE)
 #define MIN_ALIGN 16
 #define OS_PAGE 4096                 /* granularity of purging; checked against the real page size at init */
-#define MAX_IN_CHUNK_ALIGN UNIT_SIZE /* larger alignments get their own mapping */
+#define MAX_CHUNK_ALIGN (CHUNK_SIZE / 4) /* larger alignments get their own mapping (arena_malloc_aligned) */
 
 #define align_up(x, a) (((x) + ((a)-1)) & ~((uintptr_t)(a)-1))
 #define align_down(x, a) ((x) & ~((uintptr_t)(a)-1))

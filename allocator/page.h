@@ -148,6 +148,18 @@ EBB_INLINE void *page_bump(page_t *pg) {
   return b;
 }
 
+/* The first block of the page's list, else a fresh one bumped; NULL if neither. */
+EBB_INLINE void *page_pop(page_t *pg) {
+  block_t *b = pg->free;
+  if (unlikely(b == NULL)) return page_bump(pg);
+  track_open(b, sizeof *b);
+  pg->free = b->next;
+  relaxed_store(b->cookie, 0);
+  owner_add(pg->used, 1);
+  track_malloc(b, pg->block_size, false);
+  return b;
+}
+
 /* A local free may take the fast path (push, count) only while the page is
  * neither full, purged nor unused: one field that every free compares with the
  * freeing thread's arena says both "mine" and "nothing special" (mimalloc
