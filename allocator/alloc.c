@@ -339,7 +339,8 @@ EBB_INLINE void free_fast(void *p) {
       /* a page of the thread's whose class caches its frees (class_caches_own):
        * its fast_owner is the key with bit 1 set, and the push into the cache
        * is a server's */
-      if (relaxed_load(pg->fast_owner) == (arena_t *)(key | 2)) { /* a load of its own: the first compare keeps its memory operand */
+      /* a load of its own: the first compare keeps its memory operand */
+      if (relaxed_load(pg->fast_owner) == (arena_t *)(key | 2)) {
         free_server(key | 1, p, pg, cookie); /* a tail call; ends the window */
         return;
       }

@@ -65,7 +65,9 @@ EBB_INLINE size_t class_size_of(unsigned c) {
  * instance churn 12 % more RSS (bench/churn: 7.3 -> 8.2 MB). */
 #define CACHE_OWN_FIRST 48 /* 4608 B */
 #define CACHE_OWN_LAST 63  /* 16 KiB */
-EBB_INLINE bool class_caches_own(unsigned c) { return c - CACHE_OWN_FIRST <= CACHE_OWN_LAST - CACHE_OWN_FIRST; }
+EBB_INLINE bool class_caches_own(unsigned c) {
+  return c - CACHE_OWN_FIRST <= CACHE_OWN_LAST - CACHE_OWN_FIRST;
+}
 
 /* Division of an in-page offset (< 2^32) by a class size d, and the test "a
  * multiple of d below a block count", each with one multiply (Lemire, Kaser &

@@ -77,7 +77,7 @@ Test(tcache, own_frees_of_4_to_16_kib_blocks_go_to_the_cache) {
   cr_assert_not(a->tc_server, "an ordinary thread's");
   cr_assert_eq(a->tc_cap[c], TCACHE_OWN_BLOCKS);
   page_t *pg = page_of(v[0]);
-  cr_assert_eq((uintptr_t)pg->fast_owner, (uintptr_t)a | 2, "the page says: the owner's frees go to its cache");
+  cr_assert_eq((uintptr_t)pg->fast_owner, (uintptr_t)a | 2, "marked: the owner's frees go to the cache");
   uint32_t used = pg->used;
   ebb_free(v[0]);
   ebb_free(v[1]);
