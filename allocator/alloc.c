@@ -319,9 +319,12 @@ EBB_INLINE void free_fast(void *p) {
    * transfer, not a shared read and then an upgrade (larson: half of free's time). */
   prefetch_for_write(p);
   if (likely(registry_in_chunk(p))) { /* never for NULL */
-    page_t *pg = chunk_unit_page(chunk_of(p), p); /* a span's later unit says "no block": the slow path */
+    page_t *pg = chunk_unit_page(chunk_of(p), p);
     block_t *b = p;
     uint64_t cookie = page_cookie(b); /* loaded once: the stores below might alias page_key */
+    /* a span's later unit says "no block" (chunk_unit_page): its head is
+     * asked, off the path of one-unit pages */
+    if (unlikely(!page_is_block(pg, p))) pg = (page_t *)((char *)pg - fast_load(pg->head_back));
     if (likely(page_is_block(pg, p) && !block_cookie_is(b, cookie))) {
       owner_busy_inc();
       uintptr_t key = __atomic_load_n(&arena_free_key, __ATOMIC_ACQUIRE);

@@ -40,9 +40,8 @@ EBB_INLINE chunk_t *chunk_of(const void *p) { return (chunk_t *)align_down((uint
  * one mask (descriptors are 256 bytes). For a later unit of a span (PAGE_TAIL)
  * it is not the page: its blk_limit of 0 says "no block" to page_is_block, so
  * free's fast path, which reads it without following head_back (one dependent
- * load and two instructions fewer), sends such blocks (only classes above
- * 8 KiB have spans of more than one unit) to the slow path, which resolves
- * the head. */
+ * load and two instructions fewer), resolves the head only then (only classes
+ * above 8 KiB have spans of more than one unit), and asks it again. */
 EBB_INLINE page_t *chunk_unit_page(chunk_t *c, const void *p) {
   size_t off = ((uintptr_t)p >> (UNIT_SHIFT - 8)) & ((CHUNK_UNITS - 1) << 8);
   return (page_t *)((char *)c + offsetof(chunk_t, pages) + off);
