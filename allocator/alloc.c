@@ -341,8 +341,8 @@ EBB_INLINE void free_fast(void *p) {
       }
       /* a page of the thread's whose class caches its frees (class_caches_own):
        * its fast_owner is the key with bit 1 set, and the push into the cache
-       * is a server's */
-      /* a load of its own: the first compare keeps its memory operand */
+       * is a server's (a load of its own: the first compare then keeps its
+       * memory operand, one instruction fewer on the path of every free) */
       if (relaxed_load(pg->fast_owner) == (arena_t *)(key | 2)) {
         free_server(key | 1, p, pg, cookie); /* a tail call; ends the window */
         return;
@@ -469,8 +469,8 @@ EBB_EXPORT void *ebb_reallocarray(void *p, size_t n, size_t size) {
 
 /* Blocks of a class whose size is a multiple of align start at multiples of
  * align (pages start on unit boundaries), so such a class serves the request.
- * Beyond a unit, up to half a chunk, the class's page (one block) is placed at
- * a multiple of align (arena_malloc_aligned). Larger alignments, or blocks
+ * Beyond a unit, up to MAX_CHUNK_ALIGN (1 MiB), the class's page (one block)
+ * is placed at a multiple of align (arena_malloc_aligned). Larger alignments, or blocks
  * past the largest class, are large blocks (chunk-aligned mappings). */
 static void *aligned_alloc_in(arena_t *first_class, size_t align, size_t size) {
   if (align <= MIN_ALIGN) return alloc_in(first_class, size, first_class != NULL);
