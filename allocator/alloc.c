@@ -198,9 +198,7 @@ static void free_block_in(void *p, const char *func) {
   /* The thread's own block goes home here, never into its cache: this is the
    * free of a block of a full page (which this takes off the full list) or
    * one the fast path declined; cached, it would keep its page full and
-   * every free of the page's blocks on this slow path (instance churn +20 %).
-   * (Classes that cache the owner's frees, class_caches_own, reach this only
-   * for a purged page: their full pages' frees take the fast path's cache push.) */
+   * every free of the page's blocks on this slow path (instance churn +20 %). */
   if (likely(relaxed_load(o.chunk->arena) == a))
     arena_free_local(a, o.page, p);
   else if (!arena_free_cached(a, o.page, p))
@@ -218,15 +216,6 @@ static EBB_NOINLINE void free_foreign(arena_t *a, chunk_t *c, page_t *pg, block_
   owner_leave();
 }
 
-/* The thread's own checked block of a class whose frees it caches
- * (class_caches_own): into its cache, else (a purged page) free_block. */
-static EBB_NOINLINE void free_own(arena_t *a, page_t *pg, block_t *b) {
-  owner_enter(arena_tls); /* a full cache sends blocks to their pages */
-  bool cached = arena_free_own_cached(a, pg, b);
-  owner_leave();
-  if (!cached) free_block(b, "free");
-}
-
 /* What free_fast does with a checked block (not free; cookie is
  * page_cookie(b)) that is not its own page's push: another arena's block
  * whose page is neither purged nor unused goes to free_foreign; anything else
@@ -236,16 +225,10 @@ static EBB_NOINLINE void free_own(arena_t *a, page_t *pg, block_t *b) {
 EBB_INLINE void free_other(uintptr_t key, void *p, page_t *pg) {
   arena_t *a = (arena_t *)(key & ~(uintptr_t)1);
   chunk_t *c = chunk_of(p); /* computed here, off the fast path */
-  if (relaxed_load(c->arena) != a) {
-    if (relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES)
-      free_foreign(a, c, pg, p); /* a tail call */
-    else
-      free_block(p, "free");
-  } else if (class_caches_own(relaxed_load(pg->cls))) {
-    free_own(a, pg, p); /* a tail call */
-  } else {
+  if (relaxed_load(c->arena) != a && relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES)
+    free_foreign(a, c, pg, p); /* a tail call */
+  else
     free_block(p, "free");
-  }
 }
 
 /* free_server's cases off its own path, each a tail call from it: the slot
@@ -307,9 +290,8 @@ EBB_INLINE void free_server(uintptr_t key, void *p, page_t *pg, uint64_t cookie)
 
 /* The fast path: a live block of the thread's own page, when it may take the
  * fast path (pg->fast_owner equals the thread's free key, never true in a
- * server's thread), onto the page's list; a server's thread's block, or the
- * thread's own block of a class_caches_own class, into its cache
- * (free_server); the rest to free_other. The page push happens between
+ * server's thread), onto the page's list; a server's thread's block into its
+ * cache (free_server); the rest to free_other. The page push happens between
  * owner_busy_inc and owner_busy_dec, the key read after the first: the
  * handshake with a thread that takes back an idle owner's pages
  * (arena_reclaim_queues_locked). */
@@ -337,14 +319,6 @@ EBB_INLINE void free_fast(void *p) {
       }
       if (key & 1) {
         free_server(key, p, pg, cookie); /* a tail call; ends the window */
-        return;
-      }
-      /* a page of the thread's whose class caches its frees (class_caches_own):
-       * its fast_owner is the key with bit 1 set, and the push into the cache
-       * is a server's (a load of its own: the first compare then keeps its
-       * memory operand, one instruction fewer on the path of every free) */
-      if (relaxed_load(pg->fast_owner) == (arena_t *)(key | 2)) {
-        free_server(key | 1, p, pg, cookie); /* a tail call; ends the window */
         return;
       }
       owner_busy_dec();

@@ -670,9 +670,9 @@ static void tcache_flush_all(arena_t *a) {
  * another thread's block of it) does this. A new arena's memory is zeroes.
  * A class whose blocks fit TCACHE_BYTES fewer than TCACHE_MIN_BLOCKS times
  * is never cached (capacity 1, room 0: the free fast path sends its blocks
- * to their pages). A class_caches_own class holds TCACHE_OWN_BLOCKS. */
+ * to their pages). */
 static void tcache_setup(arena_t *a, unsigned cls) {
-  uint32_t size = class_info[cls].size, cap = class_caches_own(cls) ? TCACHE_OWN_BLOCKS : TCACHE_BYTES / size;
+  uint32_t size = class_info[cls].size, cap = TCACHE_BYTES / size;
   if (cap > TCACHE_BLOCKS) cap = TCACHE_BLOCKS;
   if (cap < TCACHE_MIN_BLOCKS) cap = 1;
   relaxed_store(a->tc[cls].fl.used, cap > 1 ? cap : 0); /* stats read these from other threads */
@@ -690,34 +690,15 @@ static void tcache_setup(arena_t *a, unsigned cls) {
  * them half a cacheful at a time). Counting these frees decides whether the
  * thread is a server's (TC_SERVER_FREES between decay passes). All of the
  * cache goes home on the thread's decay pass and at its exit. */
-static bool free_into_cache(arena_t *a, unsigned t, block_t *b);
-
 bool arena_free_cached(arena_t *a, page_t *pg, block_t *b) {
   unsigned t = TC_OF(relaxed_load(pg->tc_off));
   if (a == &arena_none || t == TC_NONE) return false;
+  tcache_t *tc = &a->tc[t];
   if (unlikely(a->tc_cap[t] == 0)) tcache_setup(a, t); /* another thread's block, of a class this one never allocated */
   if (unlikely(++a->tc_foreign == TC_SERVER_FREES)) { /* its own blocks go into the cache too */
     a->tc_server = 1;
     arena_sync_free_key();
   }
-  return free_into_cache(a, t, b);
-}
-
-/* The owner's free of a block of a class_caches_own class (its page neither
- * purged nor a first-class arena's: tc_off names the class): into its cache.
- * A block of a full page stays off the page too, so the page's frees skip
- * arena_return_slow's lock, and its mallocs take the block back first. The
- * cache's cap bounds what a thread holds this way (TCACHE_BYTES a class, 4-14
- * blocks); a decay pass sends it all home. */
-bool arena_free_own_cached(arena_t *a, page_t *pg, block_t *b) {
-  unsigned t = TC_OF(relaxed_load(pg->tc_off));
-  if (t == TC_NONE) return false;
-  if (unlikely(a->tc_cap[t] == 0)) tcache_setup(a, t);
-  return free_into_cache(a, t, b);
-}
-
-static bool free_into_cache(arena_t *a, unsigned t, block_t *b) {
-  tcache_t *tc = &a->tc[t];
   if (a->tc_cap[t] == 1) return false;
   if (relaxed_load(tc->fl.used) <= 1) {
     tcache_flush(a, t, a->tc_cap[t] / 2);

@@ -155,7 +155,6 @@ extern page_t page_empty; /* tc[c].direct points here while a class has no page 
 
 #define TICK_FREES 64              /* slow-path events (refills, retirements, cache flushes) between clock reads */
 #define TCACHE_BYTES 65536         /* per class, the most a thread cache holds (in blocks: at most TCACHE_BLOCKS) */
-#define TCACHE_OWN_BLOCKS 16       /* a class_caches_own class's cache, in blocks (4.5-16 KiB: 72-256 KiB) */
 #define TCACHE_BLOCKS 1024
 #define TCACHE_MIN_BLOCKS 4        /* a class whose blocks fit fewer times than this in it is never cached */
 #define TC_SERVER_FREES 256        /* other threads' blocks freed between decay passes that make a thread cache its own */
@@ -203,9 +202,6 @@ void arena_free_remote(arena_t *owner, page_t *pg, block_t *b);
  * of a full one home; false (nothing done) when b may not be cached: no arena,
  * pg's tc_off is TC_NONE's, or its blocks are too big for the cache. */
 bool arena_free_cached(arena_t *a, page_t *pg, block_t *b);
-/* The same for a block of the thread's own arena a (arena_tls) whose class
- * caches the owner's frees (class_caches_own); false if it cannot. */
-bool arena_free_own_cached(arena_t *a, page_t *pg, block_t *b);
 void arena_tick(arena_t *a);
 /* Purges what has decayed everywhere (force: everything). Returns bytes. */
 size_t arena_purge_all(bool force);

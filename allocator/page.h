@@ -66,9 +66,7 @@ typedef struct page {
   uint16_t head_back;     /* bytes back to the span's head descriptor (0 unless PAGE_TAIL) */
   uint16_t tc_off;        /* the thread-cache slot a free of its blocks may use, as a byte offset: TC_OFF(cls or TC_NONE) */
   uint64_t purged;        /* granules returned to the kernel; their free blocks are parked */
-  /* the owner while its frees may take the fast path, else NULL; for a class_caches_own class the owner | 2
-   * (page_set_slow) */
-  struct arena *fast_owner;
+  struct arena *fast_owner; /* the owner while its frees may take the fast path, else NULL (never a thread's arena) */
   /* line 1: the owner's */
   union {
     struct {
@@ -168,14 +166,7 @@ EBB_INLINE void *page_pop(page_t *pg) {
  * folds its thread id and page flags into one test the same way). */
 EBB_INLINE void page_set_slow(page_t *pg, bool slow) {
   relaxed_store(pg->slow_free, (uint8_t)slow); /* read by the owner while another thread purges a full page of it */
-  /* A thread arena's page of a class whose frees its owner caches
-   * (class_caches_own): the owner with bit 1 set, full or not, which the
-   * owner's free_fast takes to its cache push; the page is not touched there,
-   * and a purged page's tc_off (TC_NONE) sends the block on to free_block. */
-  if (class_caches_own(relaxed_load(pg->cls)) && !pg->bump)
-    relaxed_store(pg->fast_owner, (struct arena *)((uintptr_t)pg->owner | 2));
-  else
-    relaxed_store(pg->fast_owner, slow ? NULL : pg->owner);
+  relaxed_store(pg->fast_owner, slow ? NULL : pg->owner);
 }
 
 /* A free may put a block of pg in the freeing thread's cache (arena.h) only

@@ -54,21 +54,6 @@ EBB_INLINE size_t class_size_of(unsigned c) {
   return ((size_t)1 << k) + (size_t)(j + 1) * ((size_t)1 << (k - 3));
 }
 
-/* Classes of 4.5-16 KiB: a page holds only 4-14 of their blocks, so the
- * owner's page pushes and pops turned into page switches on many calls
- * (bench/loop --min 4097 --max 16384 under callgrind: a refill every fourth
- * malloc, a free into a full page every ninth, 224 instructions a pair). The
- * owner's frees of them go into its thread cache instead (TCACHE_OWN_BLOCKS,
- * the fast path's server push: free_fast), as tcmalloc's and jemalloc's do
- * for every class: 112 a pair. Smaller classes gain nothing (a page of 16-64
- * blocks rarely switches), and larger ones (up to 64 KiB, 624 -> 260) cost
- * instance churn 12 % more RSS (bench/churn: 7.3 -> 8.2 MB). */
-#define CACHE_OWN_FIRST 48 /* 4608 B */
-#define CACHE_OWN_LAST 63  /* 16 KiB */
-EBB_INLINE bool class_caches_own(unsigned c) {
-  return c - CACHE_OWN_FIRST <= CACHE_OWN_LAST - CACHE_OWN_FIRST;
-}
-
 /* Division of an in-page offset (< 2^32) by a class size d, and the test "a
  * multiple of d below a block count", each with one multiply (Lemire, Kaser &
  * Kurz, "Faster remainder by direct computation"). magic is M = floor(2^64 / d) + 1 (one more than Lemire's

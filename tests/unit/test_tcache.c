@@ -6,8 +6,7 @@
  * blocks skip the cache; everything goes home on the thread's decay pass and
  * at its exit; blocks of first-class arenas, of purged pages and of big
  * classes are never cached; stats do not count cached blocks as live; a
- * second free of a cached block is still caught. Blocks of 4.5-16 KiB
- * (class_caches_own) go into the owner's cache from its own frees too. */
+ * second free of a cached block is still caught. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>
@@ -60,93 +59,6 @@ Test(tcache, own_blocks_go_to_their_page_when_the_thread_frees_few_of_others) {
   cr_assert_eq(ebb_malloc(64), p);
   ebb_free(p);
   ebb_free(keep);
-}
-
-/* ---------------------------------------------------------------- classes that cache the owner's frees */
-
-#define MID 8000 /* a class_caches_own class (4.5-16 KiB): a page holds 8 */
-
-Test(tcache, own_frees_of_4_to_16_kib_blocks_go_to_the_cache) {
-  unsigned c = size_class(MID);
-  cr_assert(class_caches_own(c));
-  cr_assert_not(class_caches_own(size_class(4096)), "a page of 4 KiB blocks holds 16: no");
-  cr_assert_not(class_caches_own(size_class(16385)));
-  static void *v[8];
-  for (int i = 0; i < 8; i++) v[i] = ebb_malloc(MID);
-  arena_t *a = arena_tls;
-  cr_assert_not(a->tc_server, "an ordinary thread's");
-  cr_assert_eq(a->tc_cap[c], TCACHE_OWN_BLOCKS);
-  page_t *pg = page_of(v[0]);
-  cr_assert_eq((uintptr_t)pg->fast_owner, (uintptr_t)a | 2, "marked: the owner's frees go to the cache");
-  uint32_t used = pg->used;
-  ebb_free(v[0]);
-  ebb_free(v[1]);
-  cr_assert_eq(held(a, c), 2);
-  cr_assert_eq(pg->used, used, "cached blocks still count on their page");
-  cr_assert_eq(arena_src(a, c), &a->tc[c].fl, "the class's mallocs take from the cache");
-  cr_assert_eq(ebb_malloc(MID), v[1], "last freed, first reused");
-  cr_assert_eq(ebb_malloc(MID - 100), v[0], "any size of the class");
-  cr_assert_eq(held(a, c), 0);
-  /* a full page's block too, and the page stays off its queue */
-  enum { N = 32 }; /* four pages' worth: the first ones are full (marked when the next was needed) */
-  static void *w[N];
-  for (int i = 0; i < N; i++) w[i] = ebb_malloc(MID);
-  int f = 0;
-  while (f < N && !page_of(w[f])->full) f++;
-  cr_assert_lt(f, N, "some page filled");
-  page_t *full = page_of(w[f]);
-  ebb_free(w[f]);
-  cr_assert(full->full, "not touched: the block is in the cache");
-  cr_assert_eq(held(a, c), 1);
-  cr_assert_eq(ebb_malloc(MID), w[f]);
-  int n = N;
-  for (int i = 0; i < n; i++) ebb_free(w[i]);
-  for (int i = 0; i < 8; i++) ebb_free(v[i]);
-  arena_purge_all(false); /* a decay pass sends the cache home */
-  cr_assert_eq(held(a, c), 0);
-}
-
-Test(tcache, a_full_own_cache_sends_its_older_half_home) {
-  unsigned c = size_class(MID);
-  enum { N = 4 * TCACHE_OWN_BLOCKS };
-  static void *v[N];
-  for (int i = 0; i < N; i++) v[i] = ebb_malloc(MID);
-  arena_t *a = arena_tls;
-  uint32_t used0 = pages_used(v, N);
-  for (int i = 0; i < TCACHE_OWN_BLOCKS - 1; i++) ebb_free(v[i]);
-  cr_assert_eq(held(a, c), TCACHE_OWN_BLOCKS - 1, "fills to capacity - 1");
-  cr_assert_eq(pages_used(v, N), used0);
-  ebb_free(v[TCACHE_OWN_BLOCKS - 1]);
-  cr_assert_eq(held(a, c), TCACHE_OWN_BLOCKS / 2 + 1, "the older half went home, the block came in");
-  cr_assert_eq(pages_used(v, N), used0 - (TCACHE_OWN_BLOCKS - 1 - TCACHE_OWN_BLOCKS / 2));
-  cr_assert_eq(ebb_malloc(MID), v[TCACHE_OWN_BLOCKS - 1], "the newest stayed");
-  ebb_free(v[TCACHE_OWN_BLOCKS - 1]);
-  for (int i = TCACHE_OWN_BLOCKS; i < N; i++) ebb_free(v[i]);
-  arena_purge_all(false);
-  cr_assert_eq(held(a, c), 0);
-  cr_assert_eq(pages_used(v, N), 0, "no block lost on the way");
-}
-
-Test(tcache, first_class_blocks_of_4_to_16_kib_go_to_their_page) {
-  ebb_arena_t *fa = ebb_arena_create();
-  void *keep = ebb_arena_malloc(fa, MID), *p = ebb_arena_malloc(fa, MID);
-  page_t *pg = page_of(p);
-  cr_assert_eq(pg->fast_owner, pg->owner, "not the cache's mark");
-  uint32_t used = pg->used;
-  ebb_free(p);
-  cr_assert_eq(held(arena_tls, size_class(MID)), 0, "not cached");
-  cr_assert_eq(page_collect(pg), 1, "the thread's free went to the page's remote list");
-  cr_assert_eq(pg->used, used - 1);
-  ebb_free(keep);
-  ebb_arena_destroy(fa);
-}
-
-Test(tcache, double_free_of_an_own_cached_block_aborts, .signal = SIGABRT) {
-  void *p = ebb_malloc(MID);
-  ebb_malloc(MID);
-  ebb_free(p);
-  cr_assert_eq(held(arena_tls, size_class(MID)), 1);
-  ebb_free(p);
 }
 
 /* ---------------------------------------------------------------- other threads' blocks */
