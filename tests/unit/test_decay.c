@@ -192,6 +192,39 @@ Test(decay, trim_returns_everything_now) {
   cr_assert_eq(stats().dirty, 0);
 }
 
+/* ebb_trim returns an exited thread's memory even while another thread (the
+ * background thread) is in the middle of a pass over that arena: it waits for
+ * the pass and purges the rest itself (a probe found 223 MiB left active after
+ * a malloc_trim, in one run in five). */
+static void *build_and_exit(void *arg) {
+  static void *p[1024];
+  for (int i = 0; i < 1024; i++) p[i] = ebb_malloc(8192);
+  for (int i = 0; i < 1024; i++) ebb_free(p[i]);
+  *(arena_t **)arg = arena_tls;
+  return NULL;
+}
+
+static void *end_the_pass(void *arg) {
+  usleep(50 * 1000);
+  atomic_store((_Atomic int *)&((arena_t *)arg)->state, ARENA_ABANDONED);
+  return NULL;
+}
+
+Test(decay, trim_waits_for_another_threads_pass_over_an_abandoned_arena) {
+  arena_t *gone = NULL;
+  pthread_t t;
+  pthread_create(&t, NULL, build_and_exit, &gone);
+  pthread_join(t, NULL);
+  cr_assert_not_null(gone);
+  cr_assert_eq(atomic_load(&gone->state), ARENA_ABANDONED);
+  cr_assert_geq(stats().dirty, (size_t)7 << 20, "the exited thread's 8 MiB wait for decay");
+  atomic_store(&gone->state, ARENA_PURGING); /* another thread's pass over it, as the background thread's */
+  pthread_create(&t, NULL, end_the_pass, gone);
+  ebb_trim();
+  pthread_join(t, NULL);
+  cr_assert_lt(stats().dirty, (size_t)1 << 20, "all of it returned (%zu left)", stats().dirty);
+}
+
 /* A thread allocates, frees all but one block in 512, and exits. */
 static void *churn_and_exit(void *arg) {
   size_t n = (size_t)(uintptr_t)arg;
