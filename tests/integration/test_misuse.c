@@ -388,6 +388,17 @@ static void m_destroyed_arena(volatile uintptr_t *e) {
   free(SET(e, p));
 }
 
+/* ebb_arena_reset frees every block of the arena: a free after it is a free of
+ * a freed block whose page no longer exists (found by a probe: the table had
+ * no row for it). */
+static void m_reset_arena(volatile uintptr_t *e) {
+  ebb_arena_t *a = ebb_arena_create();
+  if (!a) child_exit(SETUP_FAILED, "ebb_arena_create failed");
+  void *p = ebb_arena_malloc(a, form == 0 ? 64 : 64 * MiB);
+  ebb_arena_reset(a);
+  free(SET(e, p));
+}
+
 /* ---------------------------------------------------------------- documented limits */
 
 /* A large block's mapping is gone after the first free. */
@@ -479,6 +490,8 @@ static const struct row rows[] = {
     {"double_free_sized", m_double_free_sized, FREE_DOUBLE, false, FORMS("free_sized twice")},
     {"destroyed_arena", m_destroyed_arena, FREE_INVALID, false,
      FORMS("free(64 B of a destroyed arena)", "free(64 MiB of a destroyed arena)")},
+    {"reset_arena", m_reset_arena, FREE_INVALID, false,
+     FORMS("free(64 B of an arena since reset)", "free(64 MiB of an arena since reset)")},
     {"double_large", m_double_large, FREE_INVALID, true, FORMS("64 MiB freed twice")},
     {"stale_reused", m_stale_reused, NULL, NULL, true, FORMS("free(p) after q = malloc(64) reused p")},
     {"usable_size_freed", m_usable_size_freed, NULL, NULL, true, FORMS("malloc_usable_size(freed 64 B)")},
