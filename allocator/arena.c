@@ -366,10 +366,8 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
   stat_add(&a->mapped, (ptrdiff_t)CHUNK_SIZE);
   atomic_fetch_add_explicit(&mapped_total, CHUNK_SIZE, memory_order_relaxed);
   uint64_t dirty_before = c->dirty_units; /* a warm pooled chunk: its resident units first */
-  unsigned at;
-  page_t *pg = NULL;
-  if (chunk_fit(c, units, step, true, &at) || chunk_fit(c, units, step, false, &at))
-    pg = chunk_take_span_at(c, &c->pages[at], units);
+  page_t *pg = chunk_take_span(c, units, step, true);
+  if (!pg) pg = chunk_take_span(c, units, step, false);
   if (pg) span_taken(a, c, dirty_before);
   return pg;
 }

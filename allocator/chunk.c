@@ -199,9 +199,9 @@ unsigned chunk_fit(const chunk_t *c, unsigned n, unsigned step, bool warm_only, 
   return best_len;
 }
 
-page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only) {
+page_t *chunk_take_span(chunk_t *c, unsigned n, unsigned step, bool warm_only) {
   unsigned at;
-  return chunk_fit(c, n, 1, warm_only, &at) ? take_at(c, at, n) : NULL;
+  return chunk_fit(c, n, step, warm_only, &at) ? take_at(c, at, n) : NULL;
 }
 
 page_t *chunk_take_span_at(chunk_t *c, page_t *pg, unsigned n) {

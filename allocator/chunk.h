@@ -74,14 +74,14 @@ EBB_INLINE uint64_t chunk_resident(const chunk_t *c) { return c->dirty_units | (
 size_t chunk_pool_decay(uint64_t cutoff, size_t max_bytes);
 size_t chunk_pool_dirty(void);      /* resident bytes of pooled chunks */
 size_t chunk_pool_warm_bytes(void); /* bytes of pooled chunks that may hold resident memory */
-/* A span of n free units (only resident ones if warm_only, so reuse costs no
- * page faults); NULL if none fits. Sets the descriptors of its tail units and
+/* A span of n free units, its first at a multiple of step (a power of two;
+ * 1: anywhere), only resident ones if warm_only, so reuse costs no page
+ * faults; NULL if none fits. Sets the descriptors of its tail units and
  * the head's fresh_zero (whether every unit read as zeroes); the caller
  * initialises the rest of the head (page_init). */
-page_t *chunk_take_span(chunk_t *c, unsigned n, bool warm_only);
-/* Where chunk_take_span would place n units, with the first at a multiple of
- * step (a power of two; 1: anywhere): the length of the free run it would cut
- * (n: an exact fit), 0 if none fits; *at: the first unit. */
+page_t *chunk_take_span(chunk_t *c, unsigned n, unsigned step, bool warm_only);
+/* Where chunk_take_span would place n units: the length of the free run it
+ * would cut (n: an exact fit), 0 if none fits; *at: the first unit. */
 unsigned chunk_fit(const chunk_t *c, unsigned n, unsigned step, bool warm_only, unsigned *at);
 /* The span of n units at pg if they are all free (NULL otherwise), taken as
  * chunk_take_span does. */

@@ -11,7 +11,7 @@ static page_t *new_page_mode(size_t size, bool bump) {
   unsigned cls = size_class(size);
   chunk_t *c = chunk_new(NULL, false, 0);
   cr_assert_not_null(c);
-  page_t *pg = chunk_take_span(c, class_info[cls].units, false);
+  page_t *pg = chunk_take_span(c, class_info[cls].units, 1, false);
   cr_assert_not_null(pg);
   page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT), NULL, bump);
   return pg;
@@ -217,7 +217,7 @@ Test(page, only_units_never_written_since_mapped_or_dontneed_purged_read_as_zero
   cr_assert_not_null(c);
   cr_assert_eq(c->zero_units, CHUNK_ALL_FREE, "a fresh mapping reads as zeroes");
 
-  page_t *pg = chunk_take_span(c, units, false);
+  page_t *pg = chunk_take_span(c, units, 1, false);
   cr_assert_not_null(pg);
   cr_assert(pg->fresh_zero);
   page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT), NULL, false);
@@ -245,7 +245,7 @@ Test(page, only_units_never_written_since_mapped_or_dontneed_purged_read_as_zero
   cr_assert_eq(chunk_take_span_at(c, pg, units), pg);
   cr_assert(pg->fresh_zero, "MADV_DONTNEED reads back zeroes");
 
-  page_t *other = chunk_take_span(c, 1, false);
+  page_t *other = chunk_take_span(c, 1, 1, false);
   cr_assert(other->fresh_zero, "units no span ever took still read as zeroes");
   chunk_give_span(c, other, 0);
   chunk_give_span(c, pg, 0);
@@ -265,7 +265,7 @@ Test(page, a_refused_purge_leaves_nothing_reading_as_zero) {
   unsigned cls = size_class(100000), units = class_info[cls].units;
   chunk_t *c = chunk_new(NULL, false, 0);
   cr_assert_not_null(c);
-  page_t *pg = chunk_take_span(c, units, false);
+  page_t *pg = chunk_take_span(c, units, 1, false);
   cr_assert_not_null(pg);
   page_init(pg, cls, (char *)c + ((size_t)(pg - c->pages) << UNIT_SHIFT), NULL, false);
   cr_assert(page_refill(pg));

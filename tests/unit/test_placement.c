@@ -31,10 +31,10 @@ Test(placement, one_unit_pages_take_the_top_and_longer_spans_the_bottom) {
   sizeclass_init();
   chunk_t *c = chunk_new(NULL, false, 0);
   cr_assert_not_null(c);
-  page_t *one = chunk_take_span(c, 1, false);
-  page_t *four = chunk_take_span(c, 4, false);
-  page_t *one2 = chunk_take_span(c, 1, false);
-  page_t *two = chunk_take_span(c, 2, false);
+  page_t *one = chunk_take_span(c, 1, 1, false);
+  page_t *four = chunk_take_span(c, 4, 1, false);
+  page_t *one2 = chunk_take_span(c, 1, 1, false);
+  page_t *two = chunk_take_span(c, 2, 1, false);
   cr_assert_eq(one - c->pages, CHUNK_UNITS - 1, "the first single unit is the chunk's last");
   cr_assert_eq(one2 - c->pages, CHUNK_UNITS - 2, "the next one just below it");
   cr_assert_eq(four - c->pages, 1, "a longer span starts right after the header");
@@ -44,10 +44,10 @@ Test(placement, one_unit_pages_take_the_top_and_longer_spans_the_bottom) {
    * then 10, and leave the run of two whole for a two-unit span. */
   chunk_t *w = chunk_new(NULL, false, 0);
   w->dirty_units = ((uint64_t)1 << 10) | ((uint64_t)1 << 40) | ((uint64_t)3 << 20);
-  cr_assert_eq(chunk_take_span(w, 1, true) - w->pages, 40);
-  cr_assert_eq(chunk_take_span(w, 1, true) - w->pages, 10, "not 21: that would cut the run of two");
-  cr_assert_eq(chunk_take_span(w, 2, true) - w->pages, 20);
-  cr_assert_null(chunk_take_span(w, 1, true), "no warm unit left");
+  cr_assert_eq(chunk_take_span(w, 1, 1, true) - w->pages, 40);
+  cr_assert_eq(chunk_take_span(w, 1, 1, true) - w->pages, 10, "not 21: that would cut the run of two");
+  cr_assert_eq(chunk_take_span(w, 2, 1, true) - w->pages, 20);
+  cr_assert_null(chunk_take_span(w, 1, 1, true), "no warm unit left");
 }
 
 /* Ghostscript's pattern: a long span freed and taken again every page it
@@ -61,10 +61,10 @@ Test(placement, a_page_takes_the_shortest_run_that_holds_it) {
   cr_assert_not_null(w);
   /* resident free runs: 5-6 (two units), 40-48 (nine, where a long span was) */
   w->dirty_units = ((uint64_t)3 << 5) | ((uint64_t)0x1ff << 40);
-  cr_assert_eq(chunk_take_span(w, 1, true) - w->pages, 6, "the top of the run of two, not unit 48");
-  cr_assert_eq(chunk_take_span(w, 9, true) - w->pages, 40, "the nine units are still whole");
-  cr_assert_eq(chunk_take_span(w, 1, true) - w->pages, 5);
-  cr_assert_null(chunk_take_span(w, 1, true), "no warm unit left");
+  cr_assert_eq(chunk_take_span(w, 1, 1, true) - w->pages, 6, "the top of the run of two, not unit 48");
+  cr_assert_eq(chunk_take_span(w, 9, 1, true) - w->pages, 40, "the nine units are still whole");
+  cr_assert_eq(chunk_take_span(w, 1, 1, true) - w->pages, 5);
+  cr_assert_null(chunk_take_span(w, 1, 1, true), "no warm unit left");
   /* free runs 1-5 (five units), 20-23 (four), 30-63 (the rest): three units
    * go to the bottom of the run of four, then four to the run of five */
   chunk_t *c = chunk_new(NULL, false, 0);
@@ -72,9 +72,9 @@ Test(placement, a_page_takes_the_shortest_run_that_holds_it) {
   uint64_t busy = span_bits(6, 14) | span_bits(24, 6);
   c->free_units &= ~busy;
   c->free_count -= (uint32_t)__builtin_popcountll(busy);
-  cr_assert_eq(chunk_take_span(c, 3, false) - c->pages, 20);
-  cr_assert_eq(chunk_take_span(c, 4, false) - c->pages, 1);
-  cr_assert_eq(chunk_take_span(c, 2, false) - c->pages, 30, "only the long run is left");
+  cr_assert_eq(chunk_take_span(c, 3, 1, false) - c->pages, 20);
+  cr_assert_eq(chunk_take_span(c, 4, 1, false) - c->pages, 1);
+  cr_assert_eq(chunk_take_span(c, 2, 1, false) - c->pages, 30, "only the long run is left");
 }
 
 /* An arena keeps its chunks with no free unit on a list of their own, so a new
