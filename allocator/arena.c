@@ -320,7 +320,7 @@ static page_t *take_last_span_locked(arena_t *a, unsigned cls, unsigned units, u
 }
 
 /* Best fit across chunks too, resident units first: the chunk whose run is the
- * shortest (after the fewest fresh units, chunk_fit), looking no further than an exact fit or BEST_FIT_CHUNKS chunks
+ * shortest, looking no further than an exact fit or BEST_FIT_CHUNKS chunks
  * that fit at all, so a heap of many fragmented chunks pays a bounded search
  * (chunk_take_span says why best fit; across chunks too, the peak RSS of
  * prover scratch went from 84684 to 82632 KiB, 2063 -> 2007 faults a round,
@@ -343,13 +343,13 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
   if (last) return last;
   for (int warm = 1; warm >= 0; warm--) {
     chunk_t *best = NULL;
-    unsigned best_at = 0, best_score = UINT32_MAX, fits = 0, seen = 0;
+    unsigned best_at = 0, best_len = CHUNK_UNITS + 1, fits = 0, seen = 0;
     for (chunk_t *c = a->chunks; c && fits < BEST_FIT_CHUNKS && seen++ < SCAN_CHUNKS; c = c->next) {
-      unsigned at, score = chunk_fit(c, units, step, warm, &at);
-      if (!score) continue;
+      unsigned at, len = chunk_fit(c, units, step, warm, &at);
+      if (!len) continue;
       fits++;
-      if (score < best_score) best = c, best_at = at, best_score = score;
-      if (score == units) break; /* an exact fit of resident units */
+      if (len < best_len) best = c, best_at = at, best_len = len;
+      if (len == units) break;
     }
     if (best) {
       uint64_t dirty_before = best->dirty_units;

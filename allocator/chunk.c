@@ -179,42 +179,24 @@ static page_t *take_at(chunk_t *c, unsigned first, unsigned n) {
  * 541 KB block (a 9-unit span) every page it renders, and a one-unit page
  * placed in between left 8 units each time, so every page took a new chunk
  * and freed memory piled up resident: 67 MB peak RSS against glibc's 34; best
- * fit, 38 MB.
- *   When no run of resident units holds the span (warm_only false), the span
- * goes where it takes the fewest fresh units, a run's resident units counted
- * at every position it could start, and best fit breaks ties. Before, that
- * pass was best fit over all free units, resident or not, so a span took a
- * wholly fresh run while one that was mostly resident sat beside it: instance
- * churn's warm-up is a slow climb to each class's most pages in one request,
- * and every new maximum faulted in a whole span (bench/churn with the decay
- * pass out of the way, EBB_DECAY_MS=100000, seeds 1-12: 0.134 faults a
- * request on average after 300 warm-up requests, 0.083 now; seed 1, 0.41 ->
- * 0.01, RSS 7636 -> 7260 KiB). */
+ * fit, 38 MB. */
 unsigned chunk_fit(const chunk_t *c, unsigned n, unsigned step, bool warm_only, unsigned *at) {
   if (c->free_count < n) return 0;
   uint64_t m = (warm_only ? c->free_units & c->dirty_units : c->free_units) & CHUNK_ALL_FREE;
-  unsigned best = 0, best_score = UINT32_MAX;
+  unsigned best = 0, best_len = CHUNK_UNITS + 1;
   for (uint64_t r = m; r;) { /* each maximal run of free units, lowest first (unit 0 is never free) */
     unsigned a = (unsigned)__builtin_ctzll(r), len = (unsigned)__builtin_ctzll(~(r >> a));
     unsigned s = (a + step - 1) & ~(step - 1); /* its first unit at a multiple of step */
-    r &= ~span_mask(a, len);
-    if (s + n > a + len) continue;
     /* ties: a single unit takes the highest run, a longer span the lowest */
-    unsigned pos = n == 1 ? a + len - 1 : s, fresh = warm_only ? 0 : n;
-    if (fresh && (c->dirty_units & span_mask(a, len))) /* where the span takes the fewest fresh units */
-      for (unsigned t = s; t + n <= a + len && fresh; t += step) {
-        unsigned f = n - (unsigned)__builtin_popcountll(c->dirty_units & span_mask(t, n));
-        if (f < fresh) fresh = f, pos = t;
-      }
-    unsigned score = fresh * (CHUNK_UNITS + 1) + len; /* fewest fresh units first, then best fit */
-    if (score < best_score || (n == 1 && score == best_score)) {
-      best = pos, best_score = score;
-      if (score == n && n > 1) break;
+    if (s + n <= a + len && (len < best_len || (n == 1 && len == best_len))) {
+      best = n == 1 ? a + len - 1 : s, best_len = len;
+      if (len == n && n > 1) break;
     }
+    r &= ~span_mask(a, len);
   }
-  if (best_score == UINT32_MAX) return 0;
+  if (best_len > CHUNK_UNITS) return 0;
   *at = best;
-  return best_score;
+  return best_len;
 }
 
 page_t *chunk_take_span(chunk_t *c, unsigned n, unsigned step, bool warm_only) {

@@ -80,10 +80,8 @@ size_t chunk_pool_warm_bytes(void); /* bytes of pooled chunks that may hold resi
  * the head's fresh_zero (whether every unit read as zeroes); the caller
  * initialises the rest of the head (page_init). */
 page_t *chunk_take_span(chunk_t *c, unsigned n, unsigned step, bool warm_only);
-/* Where chunk_take_span would place n units, and how well, lower better: the
- * length of the free run it would cut (n: an exact fit of resident units) plus
- * CHUNK_UNITS + 1 for each fresh unit it takes; 0 if none fits; *at: the
- * first unit. */
+/* Where chunk_take_span would place n units: the length of the free run it
+ * would cut (n: an exact fit), 0 if none fits; *at: the first unit. */
 unsigned chunk_fit(const chunk_t *c, unsigned n, unsigned step, bool warm_only, unsigned *at);
 /* The span of n units at pg if they are all free (NULL otherwise), taken as
  * chunk_take_span does. */

@@ -77,38 +77,6 @@ Test(placement, a_page_takes_the_shortest_run_that_holds_it) {
   cr_assert_eq(chunk_take_span(c, 2, 1, false) - c->pages, 30, "only the long run is left");
 }
 
-/* When no run of resident units holds a span, it goes where it takes the
- * fewest fresh units, not to the shortest run: instance churn's requests each
- * need a few more pages of some class now and then, and a whole fresh span for
- * each of them kept faulting for hundreds of requests (bench/churn, seed 1,
- * decay out of the way: 0.41 faults a request, 0.01 with this). */
-Test(placement, a_span_that_must_take_fresh_units_takes_the_fewest) {
-  sizeclass_init();
-  chunk_t *c = chunk_new(NULL, false, 0);
-  cr_assert_not_null(c);
-  /* free runs 10-14 (five fresh units) and 30-40 (eleven, 33-36 resident) */
-  uint64_t busy = span_bits(1, 9) | span_bits(15, 15) | span_bits(41, 23);
-  c->free_units &= ~busy;
-  c->free_count -= (uint32_t)__builtin_popcountll(busy);
-  c->dirty_units = span_bits(33, 4);
-  unsigned at;
-  cr_assert_eq(chunk_fit(c, 5, 1, true, &at), 0, "no resident run of five");
-  unsigned score = chunk_fit(c, 5, 1, false, &at);
-  cr_assert_eq(at, 32, "the four resident units and one fresh, not the exact fit at 10 (got %u)", at);
-  cr_assert_eq(score, (CHUNK_UNITS + 1) + 11, "one fresh unit, in a run of eleven");
-  /* four units fit the resident run 33-36 exactly; at a multiple of two they
-   * cannot, and 32-35 takes one fresh unit where 30-33 and 36-39 take three */
-  cr_assert_eq(chunk_fit(c, 4, 1, true, &at), 4);
-  cr_assert_eq(at, 33);
-  cr_assert_eq(chunk_fit(c, 4, 2, true, &at), 0);
-  cr_assert_eq(chunk_fit(c, 4, 2, false, &at) / (CHUNK_UNITS + 1), 1);
-  cr_assert_eq(at, 32);
-  page_t *pg = chunk_take_span(c, 5, 1, false);
-  cr_assert_eq(pg - c->pages, 32);
-  cr_assert_eq(c->dirty_units, 0, "every resident unit went into the span");
-  cr_assert_eq(chunk_take_span(c, 5, 1, false) - c->pages, 10, "then the exact fit, all fresh alike");
-}
-
 /* An arena keeps its chunks with no free unit on a list of their own, so a new
  * page never walks them (a growing heap walked all of them for every page); a
  * chunk comes back to the searched list when one of its pages goes back, and
@@ -151,29 +119,24 @@ Test(placement, full_chunks_leave_the_search_and_come_back_when_a_page_goes_back
 
 /* ---------------------------------------------------------------- aligned spans */
 
-/* The length of the free run chunk_fit would cut (its score less the fresh units' weight). */
-static unsigned fit_run(const chunk_t *c, unsigned n, unsigned step, unsigned *at) {
-  return chunk_fit(c, n, step, false, at) % (CHUNK_UNITS + 1);
-}
-
 Test(placement, an_aligned_span_starts_at_a_multiple_of_its_step) {
   sizeclass_init();
   chunk_t *c = chunk_new(NULL, false, 0);
   cr_assert_not_null(c);
   unsigned at;
-  cr_assert_eq(fit_run(c, 2, 2, &at), CHUNK_UNITS - 1);
+  cr_assert_eq(chunk_fit(c, 2, 2, false, &at), CHUNK_UNITS - 1);
   cr_assert_eq(at, 2, "unit 1 (after the header) is no multiple of 2");
-  cr_assert_eq(fit_run(c, 16, 16, &at), CHUNK_UNITS - 1);
+  cr_assert_eq(chunk_fit(c, 16, 16, false, &at), CHUNK_UNITS - 1);
   cr_assert_eq(at, 16);
   /* free runs 3-5 (no room at a multiple of 4 for 2 units: 4-5 fits) and 9-11 (8 is taken) */
   c->free_units = span_bits(3, 3) | span_bits(9, 3);
   c->free_count = 6;
-  cr_assert_eq(fit_run(c, 2, 4, &at), 3);
+  cr_assert_eq(chunk_fit(c, 2, 4, false, &at), 3);
   cr_assert_eq(at, 4);
   c->free_units = span_bits(9, 3);
   c->free_count = 3;
-  cr_assert_eq(fit_run(c, 2, 4, &at), 0, "12 is past the run");
-  cr_assert_eq(fit_run(c, 2, 1, &at), 3, "unaligned, it fits");
+  cr_assert_eq(chunk_fit(c, 2, 4, false, &at), 0, "12 is past the run");
+  cr_assert_eq(chunk_fit(c, 2, 1, false, &at), 3, "unaligned, it fits");
   cr_assert_eq(at, 9);
 }
 
