@@ -345,11 +345,17 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
     chunk_t *best = NULL;
     unsigned best_at = 0, best_len = CHUNK_UNITS + 1, fits = 0, seen = 0;
     for (chunk_t *c = a->chunks; c && fits < BEST_FIT_CHUNKS && seen++ < SCAN_CHUNKS; c = c->next) {
-      unsigned at, len = chunk_fit(c, units, step, warm, &at);
+      /* the index answers for an unaligned span; the place is looked up below, in the chosen chunk only */
+      unsigned at = 0, len = step == 1 ? chunk_fit_len(c, units, warm) : chunk_fit(c, units, step, warm, &at);
+      ebb_assert_expensive(step > 1 || len == chunk_fit(c, units, 1, warm, &at));
       if (!len) continue;
       fits++;
       if (len < best_len) best = c, best_at = at, best_len = len;
       if (len == units) break;
+    }
+    if (best && step == 1) {
+      unsigned len = chunk_fit(best, units, 1, warm, &best_at);
+      ebb_assert(len == best_len);
     }
     if (best) {
       uint64_t dirty_before = best->dirty_units;

@@ -199,6 +199,22 @@ unsigned chunk_fit(const chunk_t *c, unsigned n, unsigned step, bool warm_only, 
   return best_len;
 }
 
+static uint64_t run_lengths(uint64_t m) {
+  uint64_t lens = 0;
+  for (uint64_t r = m; r;) {
+    unsigned a = (unsigned)__builtin_ctzll(r), len = (unsigned)__builtin_ctzll(~(r >> a));
+    lens |= (uint64_t)1 << len; /* len <= CHUNK_UNITS - 1: unit 0 is never free */
+    r &= ~span_mask(a, len);
+  }
+  return lens;
+}
+
+/* Rebuilds one of a chunk's run-length indexes (chunk_fit_len) for units. */
+uint64_t chunk_index_runs(uint64_t units, uint64_t *idx, uint64_t *lens) {
+  *idx = units;
+  return *lens = run_lengths(units & CHUNK_ALL_FREE);
+}
+
 page_t *chunk_take_span(chunk_t *c, unsigned n, unsigned step, bool warm_only) {
   unsigned at;
   return chunk_fit(c, n, step, warm_only, &at) ? take_at(c, at, n) : NULL;

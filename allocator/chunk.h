@@ -28,6 +28,11 @@ typedef struct chunk {
   uint64_t dirty_units;              /* bit i: unit i is free and may be resident */
   uint64_t zero_units;               /* bit i: unit i is free and reads as zeroes (never written since it was
                                         mapped or purged with MADV_DONTNEED): what calloc need not clear */
+  /* The span search's index (chunk_fit_len): bit L of lens_all (lens_warm) is
+   * set when the chunk has a maximal run of exactly L free (free and dirty)
+   * units; each valid while idx_all (idx_warm) equals the units it was built
+   * from, rebuilt by the first search that needs it after they change. */
+  uint64_t idx_all, idx_warm, lens_all, lens_warm;
   uint64_t dirty_since[CHUNK_UNITS]; /* coarse ms when a dirty unit became free */
   page_t pages[CHUNK_UNITS] __attribute__((aligned(64))); /* descriptor of every unit (0: unused) */
 } chunk_t;
@@ -83,6 +88,21 @@ page_t *chunk_take_span(chunk_t *c, unsigned n, unsigned step, bool warm_only);
 /* Where chunk_take_span would place n units: the length of the free run it
  * would cut (n: an exact fit), 0 if none fits; *at: the first unit. */
 unsigned chunk_fit(const chunk_t *c, unsigned n, unsigned step, bool warm_only, unsigned *at);
+uint64_t chunk_index_runs(uint64_t units, uint64_t *idx, uint64_t *lens);
+/* What chunk_fit(c, n, 1, warm_only, ...) returns, the length of the
+ * shortest free run that holds n units (resident units only if warm_only),
+ * 0 if none, from the run-length index: a shift and a count of trailing zeros
+ * instead of a walk over the chunk's runs, for each chunk the span search
+ * looks at. */
+EBB_INLINE unsigned chunk_fit_len(chunk_t *c, unsigned n, bool warm_only) {
+  uint64_t units = warm_only ? c->free_units & c->dirty_units : c->free_units, lens;
+  if (warm_only)
+    lens = units == c->idx_warm ? c->lens_warm : chunk_index_runs(units, &c->idx_warm, &c->lens_warm);
+  else
+    lens = units == c->idx_all ? c->lens_all : chunk_index_runs(units, &c->idx_all, &c->lens_all);
+  uint64_t longer = lens >> n; /* runs of n units or more */
+  return longer ? n + (unsigned)__builtin_ctzll(longer) : 0;
+}
 /* The span of n units at pg if they are all free (NULL otherwise), taken as
  * chunk_take_span does. */
 page_t *chunk_take_span_at(chunk_t *c, page_t *pg, unsigned n);

@@ -77,6 +77,44 @@ Test(placement, a_page_takes_the_shortest_run_that_holds_it) {
   cr_assert_eq(chunk_take_span(c, 2, 1, false) - c->pages, 30, "only the long run is left");
 }
 
+/* The span search asks each chunk's run-length index (chunk_fit_len) instead
+ * of walking its runs; it must answer what chunk_fit does, for any bitmaps
+ * (tests and the pool write them directly) and after every take and give. */
+Test(placement, the_run_length_index_answers_as_the_walk_does) {
+  sizeclass_init();
+  chunk_t *c = chunk_new(NULL, false, 0);
+  cr_assert_not_null(c);
+  uint64_t x = 0x9E3779B97F4A7C15ULL;
+  for (int round = 0; round < 2000; round++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    uint64_t y = x * 0x2545F4914F6CDD1DULL;
+    c->free_units = (round % 3 ? x | (x >> 1) : x) & CHUNK_ALL_FREE; /* longer runs on two rounds in three */
+    c->free_count = (uint32_t)__builtin_popcountll(c->free_units);
+    c->dirty_units = c->free_units & (round % 2 ? y : ~y >> 3);
+    for (unsigned n = 1; n < CHUNK_UNITS; n++)
+      for (int warm = 0; warm < 2; warm++) {
+        unsigned at;
+        cr_assert_eq(chunk_fit_len(c, n, warm), chunk_fit(c, n, 1, warm, &at), "round %d, %u units, warm %d",
+                     round, n, warm);
+      }
+  }
+  /* after a take and a give through the chunk's own functions */
+  c->free_units = CHUNK_ALL_FREE, c->free_count = CHUNK_UNITS - 1, c->dirty_units = 0;
+  cr_assert_eq(chunk_fit_len(c, 5, false), CHUNK_UNITS - 1);
+  page_t *pg = chunk_take_span(c, 5, 1, false);
+  cr_assert_eq(pg - c->pages, 1);
+  cr_assert_eq(chunk_fit_len(c, 5, false), CHUNK_UNITS - 6, "the run after the span");
+  cr_assert_eq(chunk_fit_len(c, 5, true), 0, "nothing resident yet");
+  pg->units = 5;
+  chunk_give_span(c, pg, 1);
+  cr_assert_eq(chunk_fit_len(c, 5, true), 5, "the span given back, resident");
+  cr_assert_eq(chunk_fit_len(c, 6, true), 0);
+  cr_assert_eq(chunk_fit_len(c, 6, false), CHUNK_UNITS - 1, "one run again");
+  /* the dirty bitmap alone changes */
+  cr_assert_eq(chunk_purge(c, UINT64_MAX, SIZE_MAX, false), 5 * UNIT_SIZE);
+  cr_assert_eq(chunk_fit_len(c, 5, true), 0, "purged: nothing resident");
+}
+
 /* An arena keeps its chunks with no free unit on a list of their own, so a new
  * page never walks them (a growing heap walked all of them for every page); a
  * chunk comes back to the searched list when one of its pages goes back, and
