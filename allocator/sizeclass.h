@@ -21,6 +21,12 @@ typedef struct {
 extern class_info_t class_info[NCLASSES];
 extern uint8_t class_small[1024 / 16 + 1]; /* class of sizes up to 1 KiB, by (size + 15) / 16 */
 void sizeclass_init(void);
+/* A class whose page is one block over several units (every class from 224
+ * KiB, some from 112 KiB, and so those of blocks aligned beyond a unit): its
+ * pages skip the queues (arena.c, page_new_one). */
+EBB_INLINE bool class_is_one_block(unsigned cls) {
+  return class_info[cls].count == 1 && class_info[cls].units > 1;
+}
 
 /* Source slots: what an arena's src[] is indexed by (arena.h). A size up to
  * 1 KiB has its own slot, (size + 15) / 16, so malloc's fast path indexes

@@ -217,6 +217,20 @@ static void m_double_emptied_page(volatile uintptr_t *e) {
   free(SET(e, p));
 }
 
+/* Blocks of 224 KiB to 2 MiB (and some above 112 KiB) are a page each, born full and off every queue; the
+ * first free gives the span back to its chunk at once (arena.c, page_new_one).
+ * Forms: a lone block; one freed while another of its class is live (before,
+ * the first block's page was marked full only at the class's next malloc);
+ * a block aligned beyond a unit. */
+static void m_double_one_block(volatile uintptr_t *e) {
+  void *keep = NULL, *p = form == 2 ? aligned_alloc(128 * KiB, 100) : malloc(300000);
+  if (!p) child_exit(SETUP_FAILED, "allocating the block failed");
+  if (form == 1) keep = malloc(300000);
+  free(p);
+  free(SET(e, p));
+  free(keep);
+}
+
 static void m_double_emptied_100k_not_first(volatile uintptr_t *e) {
   char *next[2], *p = fresh_page(K100, K100_STRIDE, next, 2);
   free(p);
@@ -472,6 +486,9 @@ static const struct row rows[] = {
            "the first 40000 B block of an emptied 2-unit page")},
     {"double_emptied_100k_not_first", m_double_emptied_100k_not_first, FREE_DOUBLE, false,
      FORMS("the 2nd 100000 B block of an emptied page", "the 3rd 100000 B block of an emptied page")},
+    {"double_one_block", m_double_one_block, FREE_DOUBLE, false,
+     FORMS("a lone 300000 B block", "a 300000 B block, another of its size live",
+           "aligned_alloc(128 KiB, 100) freed twice")},
     {"double_purged", m_double_purged, FREE_DOUBLE, false,
      FORMS("a 64 B block in a granule purged by ebb_trim()")},
     {"double_xthread_owner_second", m_double_xthread_owner_second, FREE_DOUBLE, false,

@@ -288,3 +288,50 @@ Test(placement, rounds_of_a_changing_mix_reuse_the_resident_units) {
   cr_assert_leq(taken, most_active + most_active / 8,
                 "twelve rounds took %zu KiB of units for at most %zu KiB in use", taken / KiB, most_active / KiB);
 }
+
+/* ---------------------------------------------------------------- pages of one block */
+
+/* A block of 224 KiB-2 MiB (and of some classes above 112 KiB) is its page's only block: the page is born full, on no
+ * queue and never its class's current page, and the block's free gives the
+ * span straight back, where the class's next block takes it again (arena.c,
+ * page_new_one). Before, the page went onto its queue as the class's page,
+ * came off both at the class's next malloc, and its free put it back on the
+ * queue to take it off once more. */
+Test(placement, a_page_of_one_block_is_born_full_and_its_free_gives_the_span_back) {
+  sizeclass_init();
+  size_t size = 300000;
+  unsigned cls = size_class(size);
+  cr_assert(class_is_one_block(cls), "class %u: %u blocks in %u units", cls, class_info[cls].count,
+            class_info[cls].units);
+  void *p = ebb_malloc(size), *q = ebb_malloc(size);
+  cr_assert(p && q);
+  arena_t *a = arena_tls;
+  chunk_t *c = chunk_of(p);
+  page_t *pg = chunk_page_of(c, p), *pq = chunk_page_of(chunk_of(q), q);
+  cr_assert(page_is_one_block(pg));
+  cr_assert_eq(pg->full, 1, "born full");
+  cr_assert_eq(pg->used, 1);
+  cr_assert_null(a->queues[cls].first, "on no queue");
+  cr_assert_neq(a->tc[cls].direct, pg, "not the class's current page");
+  cr_assert_neq(a->tc[cls].direct, pq);
+  unsigned first = (unsigned)(pg - c->pages), n = pg->units;
+  uint64_t span = (n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1) << first;
+  cr_assert_eq(c->free_units & span, 0);
+  memset(p, 0x5a, size);
+  ebb_free(p);
+  cr_assert_eq(c->free_units & span, span, "the span is free again");
+  cr_assert_eq(c->dirty_units & span, span, "and resident");
+  cr_assert_null(a->queues[cls].first, "nothing went onto the queue");
+  void *r = ebb_malloc(size);
+  cr_assert_eq(r, p, "the class takes the same span again");
+  ebb_free(q);
+  ebb_free(r);
+  /* a first-class arena's reset: the class takes back the span its live block had */
+  ebb_arena_t *fa = ebb_arena_create();
+  cr_assert_not_null(fa);
+  void *x = ebb_arena_malloc(fa, size);
+  cr_assert_not_null(x);
+  ebb_arena_reset(fa);
+  cr_assert_eq(ebb_arena_malloc(fa, size), x, "after the reset, the same place");
+  ebb_arena_destroy(fa);
+}
