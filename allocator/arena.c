@@ -111,21 +111,31 @@ static void page_retire_locked(arena_t *a, page_t *pg, uint64_t since);
 
 void arena_return_slow(arena_t *a, page_t *pg, block_t *b) {
   spin_lock(&a->lock);
-  page_push_local(pg, b);
-  owner_add(pg->used, -1);
   if (pg->full && page_is_one_block(pg)) {
     /* the span goes back at once, as arena_free_local_slow would send it, but
      * without a trip onto the queue and a second turn of the lock */
     uintptr_t expected = XFREE_FULL;
     if (atomic_compare_exchange_strong_explicit(&pg->xfree, &expected, 0, memory_order_acq_rel,
                                                 memory_order_relaxed)) {
+      page_push_local(pg, b);
+      owner_add(pg->used, -1);
       pg->full = 0;
       page_retire_locked(a, pg, 0);
       spin_unlock(&a->lock);
       if (unlikely(--a->tick < 0)) arena_tick(a);
       return;
     }
+    /* Another thread's free put the page's only block on its remote list
+     * after this free's checks found it live: the same block, freed twice at
+     * once. Pushed here as well, it would be handed out twice (found by a
+     * probe: two threads freeing one 300000 B block, 68 runs in 1000). */
+    if (XFREE_HEAD(expected)) {
+      spin_unlock(&a->lock);
+      ebb_fatal("free", "double free", b);
+    }
   }
+  page_push_local(pg, b);
+  owner_add(pg->used, -1);
   if (pg->full) page_unmark_full(a, pg);
   spin_unlock(&a->lock);
   arena_free_local_slow(a, pg);
