@@ -103,12 +103,13 @@ static void page_unmark_full(arena_t *a, page_t *pg) {
   queue_push_back(a, pg);
 }
 
+static void page_retire_locked(arena_t *a, page_t *pg, uint64_t since);
+
 /* A block of the owner's for a page that is full, purged or unused: under the
  * arena's lock, because a full page is the one kind of page of a live thread
  * another thread may take over (arena_reclaim_locked), and this is how the
- * owner writes to one. A full page goes back on its queue. */
-static void page_retire_locked(arena_t *a, page_t *pg, uint64_t since);
-
+ * owner writes to one. A full page goes back on its queue; a full page of one
+ * block goes back to its chunk. */
 void arena_return_slow(arena_t *a, page_t *pg, block_t *b) {
   spin_lock(&a->lock);
   if (pg->full && page_is_one_block(pg)) {
