@@ -74,6 +74,16 @@ static void queue_push_back(arena_t *a, page_t *pg) {
 
 static void page_update_slow_flag(page_t *pg) { page_set_slow(pg, pg->full || pg->purged); }
 
+/* A page off its queue (or never on one) marked full, its xfree flag already
+ * set: frees take the slow path. */
+static void page_flag_full(page_t *pg) {
+  page_set_slow(pg, true);
+  /* last, and a release: a thread that finds the page on remote_pages with
+   * full set (arena_reclaim_locked) sees it off the queue and not direct,
+   * and every used++ before it */
+  __atomic_store_n(&pg->full, 1, __ATOMIC_RELEASE);
+}
+
 /* Takes a page off its queue when nothing in it is free. The flag goes into
  * xfree with one CAS, so the remote thread that next frees into the page
  * learns it must hand the page back (mimalloc's delayed-free idea). Returns
@@ -85,11 +95,7 @@ static bool page_mark_full(arena_t *a, page_t *pg) {
                                                memory_order_relaxed))
     return page_refill(pg);
   queue_remove(a, pg);
-  page_set_slow(pg, true);
-  /* last, and a release: a thread that finds the page on remote_pages with
-   * full set (arena_reclaim_locked) sees it off the queue and not direct,
-   * and every used++ before it */
-  __atomic_store_n(&pg->full, 1, __ATOMIC_RELEASE);
+  page_flag_full(pg);
   return false;
 }
 
@@ -112,31 +118,31 @@ static void page_retire_locked(arena_t *a, page_t *pg, uint64_t since);
  * block goes back to its chunk. */
 void arena_return_slow(arena_t *a, page_t *pg, block_t *b) {
   spin_lock(&a->lock);
+  bool one = false; /* a full page of one block, its flag taken back: the span goes back below */
   if (pg->full && page_is_one_block(pg)) {
-    /* the span goes back at once, as arena_free_local_slow would send it, but
-     * without a trip onto the queue and a second turn of the lock */
     uintptr_t expected = XFREE_FULL;
-    if (atomic_compare_exchange_strong_explicit(&pg->xfree, &expected, 0, memory_order_acq_rel,
-                                                memory_order_relaxed)) {
-      page_push_local(pg, b);
-      owner_add(pg->used, -1);
-      pg->full = 0;
-      page_retire_locked(a, pg, 0);
-      spin_unlock(&a->lock);
-      if (unlikely(--a->tick < 0)) arena_tick(a);
-      return;
-    }
+    one = atomic_compare_exchange_strong_explicit(&pg->xfree, &expected, 0, memory_order_acq_rel,
+                                                  memory_order_relaxed);
     /* Another thread's free put the page's only block on its remote list
      * after this free's checks found it live: the same block, freed twice at
      * once. Pushed here as well, it would be handed out twice (found by a
      * probe: two threads freeing one 300000 B block, 68 runs in 1000). */
-    if (XFREE_HEAD(expected)) {
+    if (!one && XFREE_HEAD(expected)) {
       spin_unlock(&a->lock);
       ebb_fatal("free", "double free", b);
     }
   }
   page_push_local(pg, b);
   owner_add(pg->used, -1);
+  if (one) {
+    /* as arena_free_local_slow would send it, but without a trip onto the
+     * queue and a second turn of the lock */
+    pg->full = 0;
+    page_retire_locked(a, pg, 0);
+    spin_unlock(&a->lock);
+    if (unlikely(--a->tick < 0)) arena_tick(a);
+    return;
+  }
   if (pg->full) page_unmark_full(a, pg);
   spin_unlock(&a->lock);
   arena_free_local_slow(a, pg);
@@ -379,11 +385,11 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
       if (len < best_len) best = c, best_at = at, best_len = len;
       if (len == units) break;
     }
-    if (best && step == 1) {
-      unsigned len = chunk_fit(best, units, 1, warm, &best_at);
-      ebb_assert(len == best_len);
-    }
     if (best) {
+      if (step == 1) { /* the index gave the length; the walk of this chunk alone gives the place */
+        unsigned len = chunk_fit(best, units, 1, warm, &best_at);
+        ebb_assert(len == best_len);
+      }
       uint64_t dirty_before = best->dirty_units;
       page_t *pg = chunk_take_span_at(best, &best->pages[best_at], units);
       ebb_assert(pg);
@@ -452,8 +458,7 @@ static void *page_new_one(arena_t *a, unsigned cls, unsigned step) {
   ebb_assert(b != NULL);
   /* as page_mark_full, before any other thread can know the page */
   atomic_store_explicit(&pg->xfree, XFREE_FULL, memory_order_relaxed);
-  page_set_slow(pg, true);
-  __atomic_store_n(&pg->full, 1, __ATOMIC_RELEASE);
+  page_flag_full(pg);
   return b;
 }
 
