@@ -396,17 +396,34 @@ bool os_thread_start(void *(*fn)(void *)) {
   return rc == 0;
 }
 
-static void (*_Atomic before_create)(void);
+static void (*_Atomic before_create)(void *(**fn)(void *), void **arg);
+static void (*_Atomic create_failed)(void *arg);
 
-void os_on_thread_create(void (*hook)(void)) { atomic_store_explicit(&before_create, hook, memory_order_release); }
+void os_on_thread_create(void (*before)(void *(**fn)(void *), void **arg), void (*failed)(void *arg)) {
+  atomic_store_explicit(&create_failed, failed, memory_order_release);
+  atomic_store_explicit(&before_create, before, memory_order_release);
+}
 
 /* jemalloc's way to learn that a process becomes multi-threaded: ebb's
- * pthread_create runs the hook (which starts the background thread) in the
- * creating thread, where no libc lock is held, then calls libc's. */
+ * pthread_create runs the hook (which starts the background thread, and
+ * gives the new thread a start routine of ebb's own around the program's:
+ * thread.c) in the creating thread, where no libc lock is held, then calls
+ * libc's. */
 EBB_EXPORT int ebb_pthread_create(void *t, const void *attr, void *(*fn)(void *), void *arg) {
-  void (*hook)(void) = atomic_load_explicit(&before_create, memory_order_acquire);
-  if (hook) hook();
-  return real_create(t, attr, fn, arg);
+  void (*before)(void *(**)(void *), void **) = atomic_load_explicit(&before_create, memory_order_acquire);
+  void *(*start)(void *) = fn;
+  void *start_arg = arg;
+  if (before) before(&start, &start_arg);
+  int rc = real_create(t, attr, start, start_arg);
+  if (rc != 0 && start_arg != arg) atomic_load_explicit(&create_failed, memory_order_acquire)(start_arg);
+  return rc;
+}
+
+bool os_is_main_thread(void) {
+  int saved = errno;
+  bool main = (pid_t)syscall(SYS_gettid) == getpid();
+  errno = saved;
+  return main;
 }
 
 #ifndef EBB_NO_OVERRIDE

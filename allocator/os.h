@@ -57,9 +57,14 @@ bool os_fence_threads(void);
 /* Finds libc's own pthread_create behind ebb's wrapper; false if there is none
  * (a fully static link without -Wl,-u,__pthread_create_2_1). */
 bool os_thread_init(void);
-/* Runs hook in every thread that calls pthread_create, before the thread is
- * created (ebb's pthread_create wrapper lives here, with the call to libc's). */
-void os_on_thread_create(void (*hook)(void));
+/* Runs before(&fn, &arg) in every thread that calls pthread_create, before
+ * the thread is created (ebb's pthread_create wrapper lives here, with the
+ * call to libc's); it may replace the start routine and its argument, and
+ * failed(arg) then runs if libc's pthread_create fails. */
+void os_on_thread_create(void (*before)(void *(**fn)(void *), void **arg), void (*failed)(void *arg));
+/* Whether the calling thread is the process's first (its id is the pid):
+ * its thread-local storage is never freed, even after it calls pthread_exit. */
+bool os_is_main_thread(void);
 /* Starts a detached thread running fn(NULL) on a small stack. */
 bool os_thread_start(void *(*fn)(void *));
 /* One pthread key whose destructor runs at every thread's exit with the value set. */

@@ -6,6 +6,7 @@
  * malloc/free/realloc path (glibc calls free with internal locks held). */
 #include "thread.h"
 #include "os.h"
+#include "ebb.h"
 
 __thread int spin_fork_holder __attribute__((tls_model("initial-exec")));
 
@@ -31,9 +32,23 @@ void spin_lock(spinlock_t *l) {
  * borrow an arena for the one call instead (thread_arena_done). */
 static __thread uint8_t thread_gone __attribute__((tls_model("initial-exec")));
 
+/* Set in a thread that ebb's pthread_create started (thread_trampoline): its
+ * exit key holds a value from its first instruction on, so thread_exit runs
+ * in the first round of key destructors whatever the thread does. A thread
+ * whose first allocation came in the last round, from another key's
+ * destructor, bound an arena that thread_exit never saw: it stayed owned by
+ * a thread that was gone, and the next thread to take back an idle owner's
+ * pages swapped a key in the dead thread's freed stack (found by a probe:
+ * SIGSEGV in arena_reclaim_queues_locked, from malloc_trim, the background
+ * thread or any thread's decay pass; and one arena leaked per such thread).
+ * Only such a thread, and the first thread, whose thread-local storage is
+ * never freed, show other threads where their free key is (thread_arena). */
+static __thread uint8_t thread_keyed_at_start __attribute__((tls_model("initial-exec")));
+
 static void thread_exit(void *arg) {
   arena_t *a = arg;
   thread_gone = 1;
+  if (a == &arena_none) return; /* keyed at start, never bound an arena */
   owner_enter(a); /* not while another thread takes its pages back */
   /* first: a taker that swapped the free key away restores it under the lock,
    * and must not put this arena's key back after the line below */
@@ -74,9 +89,10 @@ arena_t *thread_arena(void) {
   arena_sync_free_key();
   atomic_fetch_add_explicit(&threads_seen, 1, memory_order_relaxed);
   /* may call malloc (a second-level key block): the arena is already set */
-  if (os_exit_key_set(a)) {
+  if (os_exit_key_set(a) && (thread_keyed_at_start || os_is_main_thread())) {
     /* what a taker of an idle owner's pages reads (under this lock), only
-     * when thread_exit will take it away again before the thread is gone */
+     * when thread_exit will take it away again before the thread is gone,
+     * or the memory outlives the thread (thread_keyed_at_start) */
     spin_lock(&a->lock);
     a->owner_busy = &owner_tls.busy;
     a->owner_key = &owner_tls.free_key;
@@ -148,16 +164,50 @@ bool thread_background_start(void) {
 
 /* Runs before the program's own constructors (priority 101) in a static link,
  * and before the executable's with LD_PRELOAD or -lebb. */
-/* Called by os.c's pthread_create wrapper in the creating thread: a process
- * about to get a second thread starts the purge thread (EBB_BACKGROUND=auto). */
-static void thread_before_create(void) {
-  if (opt.background != 0) thread_background_start();
+/* The program's start routine and argument, boxed for thread_trampoline. */
+typedef struct {
+  void *(*fn)(void *);
+  void *arg;
+} start_box_t;
+
+/* A thread ebb's pthread_create started: its exit key gets a value (arena_none:
+ * no arena yet) before the program's code runs (thread_keyed_at_start). The box
+ * was the creating thread's block. */
+static void *thread_trampoline(void *p) {
+  start_box_t box = *(start_box_t *)p;
+  /* set first: glibc may allocate the key's second-level block (keys past
+   * the first 32) and so bind this thread's arena inside the call */
+  thread_keyed_at_start = 1;
+  if (!os_exit_key_set(&arena_none)) {
+    thread_keyed_at_start = 0;
+    if (arena_tls != &arena_none) arena_forget_owner(arena_tls);
+  } else if (arena_tls != &arena_none) {
+    os_exit_key_set(arena_tls); /* that binding's value, which ours overwrote */
+  }
+  ebb_free(p);
+  return box.fn(box.arg);
 }
+
+/* Called by os.c's pthread_create wrapper in the creating thread: a process
+ * about to get a second thread starts the purge thread (EBB_BACKGROUND=auto),
+ * and the new thread starts in thread_trampoline (without a block for its
+ * box, as before: keyed at its first allocation). */
+static void thread_before_create(void *(**fn)(void *), void **arg) {
+  if (opt.background != 0) thread_background_start();
+  start_box_t *box = ebb_malloc(sizeof *box);
+  if (!box) return;
+  box->fn = *fn;
+  box->arg = *arg;
+  *fn = thread_trampoline;
+  *arg = box;
+}
+
+static void thread_create_failed(void *box) { ebb_free(box); }
 
 __attribute__((constructor(101))) static void thread_constructor(void) {
   thread_process_init();
   os_thread_init();
-  os_on_thread_create(thread_before_create);
+  os_on_thread_create(thread_before_create, thread_create_failed);
   os_atfork(fork_prepare, fork_parent, fork_child);
   if (opt.background == 1) thread_background_start();
 }

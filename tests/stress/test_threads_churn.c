@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -161,5 +162,78 @@ Test(threads_churn, allocating_key_destructors_bind_no_arena_for_good, .timeout 
               (unsigned long long)after.arenas);
   cr_assert_leq(after.arenas, before.arenas + 4, "%zu exited threads left %llu arenas (%llu before)", threads,
                 (unsigned long long)after.arenas, (unsigned long long)before.arenas);
+}
+
+/* A thread whose first allocation comes in glibc's last round of key
+ * destructors: its key asks for another round three times and allocates only
+ * in the fourth, after which glibc runs none. The arena it bound was never
+ * abandoned, and the thread that next took back an idle owner's pages
+ * (ebb_trim here) swapped a key in the dead thread's thread-local storage:
+ * SIGSEGV once its stack was unmapped (found by a probe; here the stacks are
+ * the test's own, unmapped after the join). A thread started through ebb's
+ * pthread_create now has its exit key set before its code runs. */
+static pthread_key_t last_round_key;
+static void last_round_dtor(void *v) {
+  uintptr_t round = (uintptr_t)v;
+  if (round < 4) {
+    pthread_setspecific(last_round_key, (void *)(round + 1));
+    return;
+  }
+  void *p = ebb_malloc(48);
+  if (!p) stress_die("last_round_dtor: ebb_malloc failed");
+  memset(p, 0x3c, 48);
+  ebb_free(p);
+}
+
+static void *last_round_worker(void *arg) {
+  (void)arg;
+  pthread_setspecific(last_round_key, (void *)(uintptr_t)1);
+  return NULL;
+}
+
+/* libc's own pthread_create: past ebb's under -Wl,--wrap (the release and
+ * debug stress builds), pthread_create itself where nothing wraps it */
+extern int __real_pthread_create(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *)
+    __attribute__((weak));
+static int libc_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+  return __real_pthread_create ? __real_pthread_create(t, attr, fn, arg) : pthread_create(t, attr, fn, arg);
+}
+static int ebb_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+  return ebb_pthread_create(t, attr, fn, arg);
+}
+
+/* threads started by `create` on stacks of the test's own, unmapped after each join, then ebb_trim */
+static void last_round_threads(int (*create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *),
+                               size_t threads) {
+  for (size_t i = 0; i < threads; i++) {
+    size_t size = 256 * 1024;
+    void *stack = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(stack, MAP_FAILED);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstack(&attr, stack, size);
+    pthread_t t;
+    cr_assert_eq(create(&t, &attr, last_round_worker, NULL), 0);
+    cr_assert_eq(pthread_join(t, NULL), 0);
+    pthread_attr_destroy(&attr);
+    munmap(stack, size);
+  }
+  ebb_trim(); /* takes back every idle owner's pages: reads no freed thread-local storage */
+}
+
+Test(threads_churn, a_first_allocation_in_the_last_key_destructor_round_leaves_no_owned_arena, .timeout = TC_TIMEOUT) {
+  cr_assert_eq(pthread_key_create(&last_round_key, last_round_dtor), 0);
+  struct ebb_stats before, after;
+  ebb_stats(&before);
+  size_t threads = stress_n(64);
+  last_round_threads(ebb_create, threads);
+  ebb_stats(&after);
+  cr_log_info("last-round allocations: %zu threads, arenas %llu -> %llu", threads,
+              (unsigned long long)before.arenas, (unsigned long long)after.arenas);
+  cr_assert_leq(after.arenas, before.arenas + 4, "%zu exited threads left %llu arenas (%llu before)", threads,
+                (unsigned long long)after.arenas, (unsigned long long)before.arenas);
+  /* libc's own pthread_create, past ebb's: such a thread keeps its arena
+   * (docs/architecture.md), but no other thread reads its freed storage */
+  last_round_threads(libc_create, stress_n(16));
 }
 #endif

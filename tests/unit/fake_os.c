@@ -146,7 +146,12 @@ bool os_fence_threads(void) {
 /* The unit tests' main thread never leaves the background thread alone. */
 bool os_only_thread_left(void) { return false; }
 bool os_thread_init(void) { return true; }
-void os_on_thread_create(void (*hook)(void)) { (void)hook; } /* no wrapper in unit builds */
+/* no wrapper in unit builds */
+void os_on_thread_create(void (*before)(void *(**fn)(void *), void **arg), void (*failed)(void *arg)) {
+  (void)before;
+  (void)failed;
+}
+bool os_is_main_thread(void) { return true; }
 bool os_thread_start(void *(*fn)(void *)) {
   pthread_t t;
   pthread_attr_t attr;
