@@ -119,7 +119,7 @@ static void *new_failed(size_t size, size_t align) {
     new_handler_t h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
     if (!h) break;
     h();
-    void *p = align > 16 ? ebb_aligned_alloc(align, align_up(size, align)) : ebb_malloc(size);
+    void *p = align > 16 ? ebb_aligned_alloc(align, size ? size : 1) : ebb_malloc(size); /* as new_aligned_throw */
     if (p) return p;
   }
   if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();

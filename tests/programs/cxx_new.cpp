@@ -192,6 +192,25 @@ static void failures_throw_or_return_null() {
   }
   CHECK(threw && handler_calls == 1, "new_handler called %d times (expected 1), threw %d", handler_calls,
         (int)threw);
+  /* The retry after the handler takes the size as it is too: it rounded it up
+   * to the alignment, which wrapped to 0 near SIZE_MAX, and a block of one
+   * alignment's size came back (found by a probe). */
+  for (std::size_t n : near_max) {
+    for (std::size_t a : {std::size_t{32}, std::size_t{4096}, std::size_t{2} << 20}) {
+      handler_calls = 0;
+      std::set_new_handler(handler);
+      threw = false;
+      try {
+        void *p = ::operator new[](n, std::align_val_t{a});
+        ::operator delete[](p, std::align_val_t{a});
+      } catch (const std::bad_alloc &) {
+        threw = true;
+      }
+      CHECK(threw && handler_calls == 1,
+            "operator new[](SIZE_MAX - %zu, align %zu) with a new_handler: handler called %d times, threw %d",
+            SIZE_MAX - n, a, handler_calls, (int)threw);
+    }
+  }
   /* operator new(0) gives distinct blocks */
   void *a = ::operator new(0), *b = ::operator new(0);
   CHECK(a && b && a != b, "operator new(0) twice: %p %p", a, b);
