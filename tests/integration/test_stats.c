@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #endif
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -319,6 +320,39 @@ Test(stats_env, malloc_stats_prints_the_summary) {
   cr_assert_null(strstr(r.err, "size classes"), "%s", r.err);
   cr_assert_geq(raw_field(r.err, "allocated"), 64 * MiB);
   unlink(bin);
+}
+
+/* malloc_info(0, fp): the counters as XML on fp's descriptor; what it cannot
+ * write to (a stream with no descriptor) is an error, not a silent 0 (found by
+ * a probe: open_memstream got nothing and the call said it had succeeded). */
+extern int malloc_info(int options, FILE *fp);
+Test(stats_env, malloc_info_writes_xml_or_says_why_not) {
+  void *keep = malloc(hide_size(4096));
+  FILE *f = tmpfile();
+  cr_assert_not_null(f);
+  fputs("before\n", f); /* buffered: flushed first, so it comes first */
+  cr_assert_eq(malloc_info(0, f), 0);
+  rewind(f);
+  static char buf[4096];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  cr_assert_eq(strncmp(buf, "before\n<malloc version=\"ebb-1\">\n", 32), 0, "%s", buf);
+  cr_assert_not_null(strstr(buf, "<total type=\"allocated\" size=\""), "%s", buf);
+  cr_assert_not_null(strstr(buf, "</malloc>\n"), "%s", buf);
+  errno = 0;
+  cr_assert_eq(malloc_info(1, stderr), -1);
+  cr_assert_eq(errno, EINVAL);
+  char *mem = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&mem, &len);
+  cr_assert_not_null(m);
+  errno = 0;
+  cr_assert_eq(malloc_info(0, m), -1);
+  cr_assert_eq(errno, EBADF);
+  fclose(m);
+  free(mem);
+  free(keep);
 }
 
 Test(stats_env, stats_print_levels_in_process) {
