@@ -38,13 +38,18 @@ void fmt_flush(fmt_t *f, int fd) {
   f->buf[0] = 0;
 }
 
+/* A control character shows as '?': a newline in an EBB_* value split the
+ * one-line warning in two (found by a probe). */
 void fmt_strn(fmt_t *f, const char *s, size_t max) {
   size_t n = 0;
   while (s[n] && n <= max) n++;
-  if (n <= max) return fmt_str(f, s);
-  for (size_t i = 0; i + 3 < max && f->len + 1 < f->cap; i++) f->buf[f->len++] = s[i];
+  size_t keep = n <= max ? n : (max > 3 ? max - 3 : 0);
+  for (size_t i = 0; i < keep && f->len + 1 < f->cap; i++) {
+    unsigned char c = (unsigned char)s[i];
+    f->buf[f->len++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+  }
   f->buf[f->len] = 0;
-  fmt_str(f, "...");
+  if (n > max) fmt_str(f, "...");
 }
 
 void fmt_bytes(fmt_t *f, uint64_t v) {

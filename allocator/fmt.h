@@ -16,7 +16,7 @@ void fmt_str(fmt_t *f, const char *s);
 void fmt_u64(fmt_t *f, uint64_t v);
 void fmt_hex(fmt_t *f, uint64_t v); /* 0x-prefixed */
 void fmt_flush(fmt_t *f, int fd);   /* writes and empties the buffer */
-/* At most max characters of s; a longer s ends in "..." (user input in messages). */
+/* At most max characters of s; a longer s ends in "..."; control characters as '?' (user input in messages). */
 void fmt_strn(fmt_t *f, const char *s, size_t max);
 /* A byte count in binary units, for people: "512 B", "1.5 KiB", "64.0 MiB" (one decimal, rounded). */
 void fmt_bytes(fmt_t *f, uint64_t v);

@@ -147,6 +147,15 @@ Test(options, a_long_bad_value_is_cut_and_the_line_ends) {
   cr_assert_lt(strlen(fake_stderr), 200, "%s", fake_stderr);
 }
 
+/* A newline or other control character in a value stays out of the line
+ * (found by a probe: EBB_DECAY_MS=$'12\nx' split the warning in two). */
+Test(options, control_characters_in_a_bad_value_keep_the_warning_one_line) {
+  init_with((const char *[]){"EBB_DECAY_MS=12\nx\ty\x7f", "EBB_TYPO=\n", NULL});
+  cr_assert_eq(opt.decay_ms, 250);
+  cr_assert_not_null(strstr(fake_stderr, "EBB_DECAY_MS=12?x?y? is not valid"), "%s", fake_stderr);
+  cr_assert_eq(count_lines(fake_stderr), 2, "%s", fake_stderr);
+}
+
 Test(options, zero_percent_is_the_floor_not_zero_bytes) {
   init_with((const char *[]){"EBB_DIRTY_MAX=0%", NULL});
   cr_assert_str_empty(fake_stderr, "0%% is valid: %s", fake_stderr);
