@@ -444,6 +444,30 @@ static void m_usable_size_freed(volatile uintptr_t *e) {
   free(keep);
 }
 
+/* A freed block whose page or mapping went back at its free: the question
+ * meets what a second free would (found by a probe: the table said "returns
+ * its size" for every freed block). */
+static void m_usable_size_freed_gone_double(volatile uintptr_t *e) {
+  void *p = form == 1 ? aligned_alloc(1 * MiB, 100) : malloc(300000);
+  if (!p) child_exit(SETUP_FAILED, "allocating the block failed");
+  free(p);
+  malloc_usable_size(SET(e, p));
+}
+
+static void m_usable_size_freed_gone_invalid(volatile uintptr_t *e) {
+  if (form == 0) {
+    void *p = malloc(8 * MiB);
+    free(p);
+    malloc_usable_size(SET(e, p));
+    return;
+  }
+  ebb_arena_t *a = ebb_arena_create();
+  if (!a) child_exit(SETUP_FAILED, "ebb_arena_create failed");
+  void *p = ebb_arena_malloc(a, 64);
+  ebb_arena_reset(a);
+  malloc_usable_size(SET(e, p));
+}
+
 /* ---------------------------------------------------------------- the table */
 
 struct row {
@@ -512,6 +536,10 @@ static const struct row rows[] = {
     {"double_large", m_double_large, FREE_INVALID, true, FORMS("64 MiB freed twice")},
     {"stale_reused", m_stale_reused, NULL, NULL, true, FORMS("free(p) after q = malloc(64) reused p")},
     {"usable_size_freed", m_usable_size_freed, NULL, NULL, true, FORMS("malloc_usable_size(freed 64 B)")},
+    {"usable_size_freed_one_block", m_usable_size_freed_gone_double, "malloc_usable_size", "double free", true,
+     FORMS("malloc_usable_size(freed 300000 B)", "malloc_usable_size(freed aligned_alloc(1 MiB, 100))")},
+    {"usable_size_freed_large", m_usable_size_freed_gone_invalid, "malloc_usable_size", "invalid pointer", true,
+     FORMS("malloc_usable_size(freed 8 MiB)", "malloc_usable_size(64 B of an arena since reset)")},
 };
 
 /* A failed check reports and ends the form, not the row: every form is run. */
