@@ -513,37 +513,56 @@ EBB_EXPORT ebb_arena_t *ebb_arena_create(void) {
   return (ebb_arena_t *)a;
 }
 
-/* The same pop as ebb_malloc's fast path, from the arena's own pages. */
+/* A handle that ebb_arena_create returned and nobody destroyed, or death
+ * with "invalid arena": an arena's struct is a page-aligned mapping of its
+ * own, never unmapped, whose `check` is its address ^ page_key, and a live
+ * first-class arena's state says so. Before, a second ebb_arena_destroy of
+ * the same handle went ahead (found by a probe), on an arena that a new
+ * thread may have taken in between, whose chunks it then pooled while the
+ * thread used them. A handle to memory that is no arena matches by chance
+ * only (2^-64); one destroyed and then returned again by ebb_arena_create
+ * is that new arena (as a stale pointer to a reused block is that block). */
+static arena_t *arena_arg(ebb_arena_t *h, const char *func) {
+  arena_t *a = (arena_t *)h;
+  EBB_CHECK(((uintptr_t)a & (OS_PAGE - 1)) == 0 && relaxed_load(a->check) == ((uintptr_t)a ^ page_key) &&
+                atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS,
+            func, "invalid arena", h);
+  return a;
+}
+
+/* The same pop as ebb_malloc's fast path, from the arena's own pages (a
+ * destroyed arena has none: its malloc takes the checked path). */
 EBB_EXPORT void *ebb_arena_malloc(ebb_arena_t *a, size_t size) {
   if (likely(size <= 1024)) {
     void *p = arena_pop_page((arena_t *)a, class_small[(size + 15) >> 4]); /* first-class: no cache */
     if (likely(p != NULL)) return p;
   }
-  return alloc_in((arena_t *)a, size, true);
+  return alloc_in(arena_arg(a, "ebb_arena_malloc"), size, true);
 }
 
 EBB_EXPORT void *ebb_arena_calloc(ebb_arena_t *a, size_t n, size_t size) {
-  return calloc_in((arena_t *)a, n, size, true);
+  return calloc_in(arena_arg(a, "ebb_arena_calloc"), n, size, true);
 }
 
 EBB_EXPORT void *ebb_arena_realloc(ebb_arena_t *a, void *p, size_t size) {
-  return realloc_in((arena_t *)a, p, size, true);
+  return realloc_in(arena_arg(a, "ebb_arena_realloc"), p, size, true);
 }
 
 EBB_EXPORT void *ebb_arena_aligned_alloc(ebb_arena_t *a, size_t alignment, size_t size) {
+  arena_t *fc = arena_arg(a, "ebb_arena_aligned_alloc");
   if (!pow2(alignment)) {
     errno = EINVAL;
     return NULL;
   }
-  return aligned_alloc_in((arena_t *)a, alignment, size);
+  return aligned_alloc_in(fc, alignment, size);
 }
 
 EBB_EXPORT void ebb_arena_reset(ebb_arena_t *a) {
-  if (a) arena_reset_blocks((arena_t *)a);
+  if (a) arena_reset_blocks(arena_arg(a, "ebb_arena_reset"));
 }
 
 EBB_EXPORT void ebb_arena_destroy(ebb_arena_t *a) {
-  if (a) arena_destroy((arena_t *)a);
+  if (a) arena_destroy(arena_arg(a, "ebb_arena_destroy"));
 }
 
 EBB_EXPORT size_t ebb_trim(void) {

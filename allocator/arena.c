@@ -1213,6 +1213,7 @@ arena_t *arena_new(int state) {
   }
   if (!a) return NULL;
   arena_reset(a);
+  a->check = (uintptr_t)a ^ page_key;
   atomic_store(&a->state, state);
   spin_lock(&arenas_new_lock);
   arena_t *head = atomic_load(&arenas_all);

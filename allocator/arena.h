@@ -70,6 +70,7 @@ typedef struct arena {
   chunk_t *chunks_full;           /* chunks with none */
   struct huge *huge;              /* first-class arenas: large blocks to free on destroy */
   atomic_int state;               /* enum arena_state */
+  uintptr_t check;                /* its address ^ page_key: what ebb_arena_* ask of a handle (alloc.c) */
   struct arena *all_next;         /* the global list (never unlinked) */
   _Atomic size_t mapped;          /* bytes of chunks mapped */
   _Atomic size_t active;          /* bytes of spans in pages */

@@ -413,6 +413,33 @@ static void m_reset_arena(volatile uintptr_t *e) {
   free(SET(e, p));
 }
 
+/* ---------------------------------------------------------------- arena handles */
+
+/* An arena destroyed twice: the second call would have destroyed whatever
+ * had taken the arena since (a new thread's). */
+static void m_arena_destroyed_twice(volatile uintptr_t *e) {
+  ebb_arena_t *a = ebb_arena_create();
+  if (!a) child_exit(SETUP_FAILED, "ebb_arena_create failed");
+  if (!ebb_arena_malloc(a, 64)) child_exit(SETUP_FAILED, "ebb_arena_malloc failed");
+  ebb_arena_destroy(a);
+  ebb_arena_destroy((ebb_arena_t *)SET(e, a));
+}
+
+/* A destroyed arena allocated from. */
+static void m_arena_used_after_destroy(volatile uintptr_t *e) {
+  ebb_arena_t *a = ebb_arena_create();
+  if (!a) child_exit(SETUP_FAILED, "ebb_arena_create failed");
+  ebb_arena_destroy(a);
+  ebb_arena_malloc((ebb_arena_t *)SET(e, a), 64);
+}
+
+/* Something that is no arena: a block, the program's own page. */
+static void m_arena_not_an_arena(volatile uintptr_t *e) {
+  static char page[8192] __attribute__((aligned(4096)));
+  void *h = form == 0 ? malloc(64) : (void *)page;
+  ebb_arena_destroy((ebb_arena_t *)SET(e, h));
+}
+
 /* ---------------------------------------------------------------- documented limits */
 
 /* A large block's mapping is gone after the first free. */
@@ -533,6 +560,12 @@ static const struct row rows[] = {
      FORMS("free(64 B of a destroyed arena)", "free(64 MiB of a destroyed arena)")},
     {"reset_arena", m_reset_arena, FREE_INVALID, false,
      FORMS("free(64 B of an arena since reset)", "free(64 MiB of an arena since reset)")},
+    {"arena_destroyed_twice", m_arena_destroyed_twice, "ebb_arena_destroy", "invalid arena", false,
+     FORMS("ebb_arena_destroy(a) twice")},
+    {"arena_malloc_after_destroy", m_arena_used_after_destroy, "ebb_arena_malloc", "invalid arena", false,
+     FORMS("ebb_arena_malloc(destroyed a, 64)")},
+    {"arena_not_an_arena", m_arena_not_an_arena, "ebb_arena_destroy", "invalid arena", false,
+     FORMS("ebb_arena_destroy(malloc(64))", "ebb_arena_destroy(a page of static data)")},
     {"double_large", m_double_large, FREE_INVALID, true, FORMS("64 MiB freed twice")},
     {"stale_reused", m_stale_reused, NULL, NULL, true, FORMS("free(p) after q = malloc(64) reused p")},
     {"usable_size_freed", m_usable_size_freed, NULL, NULL, true, FORMS("malloc_usable_size(freed 64 B)")},
