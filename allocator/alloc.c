@@ -524,7 +524,7 @@ EBB_EXPORT ebb_arena_t *ebb_arena_create(void) {
  * is that new arena (as a stale pointer to a reused block is that block). */
 static arena_t *arena_arg(ebb_arena_t *h, const char *func) {
   arena_t *a = (arena_t *)h;
-  EBB_CHECK(((uintptr_t)a & (OS_PAGE - 1)) == 0 && relaxed_load(a->check) == ((uintptr_t)a ^ page_key) &&
+  EBB_CHECK(a && ((uintptr_t)a & (OS_PAGE - 1)) == 0 && relaxed_load(a->check) == ((uintptr_t)a ^ page_key) &&
                 atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS,
             func, "invalid arena", h);
   return a;
@@ -533,7 +533,7 @@ static arena_t *arena_arg(ebb_arena_t *h, const char *func) {
 /* The same pop as ebb_malloc's fast path, from the arena's own pages (a
  * destroyed arena has none: its malloc takes the checked path). */
 EBB_EXPORT void *ebb_arena_malloc(ebb_arena_t *a, size_t size) {
-  if (likely(size <= 1024)) {
+  if (likely(size <= 1024 && a)) { /* NULL, a failed ebb_arena_create's: named below */
     void *p = arena_pop_page((arena_t *)a, class_small[(size + 15) >> 4]); /* first-class: no cache */
     if (likely(p != NULL)) return p;
   }

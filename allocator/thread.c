@@ -44,6 +44,13 @@ static __thread uint8_t thread_gone __attribute__((tls_model("initial-exec")));
  * Only such a thread, and the first thread, whose thread-local storage is
  * never freed, show other threads where their free key is (thread_arena). */
 static __thread uint8_t thread_keyed_at_start __attribute__((tls_model("initial-exec")));
+/* Set while thread_trampoline sets the key: glibc may allocate the key's
+ * second-level block (a key past the first 32) inside that call, binding the
+ * thread's arena, whose own setspecific would then run inside the first and
+ * lose a block to it (found by a probe: 512 B a thread). Volatile: glibc
+ * declares pthread_setspecific a leaf (it never calls back into this file), so
+ * gcc dropped the store of 1 before the call. */
+static __thread volatile uint8_t thread_keying __attribute__((tls_model("initial-exec")));
 
 static void thread_exit(void *arg) {
   arena_t *a = arg;
@@ -78,6 +85,16 @@ void thread_process_init(void) {
   atomic_store_explicit(&init_state, 2, memory_order_release);
 }
 
+/* What a taker of an idle owner's pages reads (under this lock), only when
+ * thread_exit will take it away again before the thread is gone, or the
+ * memory outlives the thread (thread_keyed_at_start). */
+static void thread_show_owner(arena_t *a) {
+  spin_lock(&a->lock);
+  a->owner_busy = &owner_tls.busy;
+  a->owner_key = &owner_tls.free_key;
+  spin_unlock(&a->lock);
+}
+
 arena_t *thread_arena(void) {
   if (arena_tls != &arena_none) return arena_tls;
   thread_process_init();
@@ -89,15 +106,8 @@ arena_t *thread_arena(void) {
   arena_sync_free_key();
   atomic_fetch_add_explicit(&threads_seen, 1, memory_order_relaxed);
   /* may call malloc (a second-level key block): the arena is already set */
-  if (os_exit_key_set(a) && (thread_keyed_at_start || os_is_main_thread())) {
-    /* what a taker of an idle owner's pages reads (under this lock), only
-     * when thread_exit will take it away again before the thread is gone,
-     * or the memory outlives the thread (thread_keyed_at_start) */
-    spin_lock(&a->lock);
-    a->owner_busy = &owner_tls.busy;
-    a->owner_key = &owner_tls.free_key;
-    spin_unlock(&a->lock);
-  }
+  if (thread_keying) return a; /* thread_trampoline keys and shows it */
+  if (os_exit_key_set(a) && (thread_keyed_at_start || os_is_main_thread())) thread_show_owner(a);
   return a;
 }
 
@@ -175,15 +185,14 @@ typedef struct {
  * was the creating thread's block. */
 static void *thread_trampoline(void *p) {
   start_box_t box = *(start_box_t *)p;
-  /* set first: glibc may allocate the key's second-level block (keys past
-   * the first 32) and so bind this thread's arena inside the call */
-  thread_keyed_at_start = 1;
-  if (!os_exit_key_set(&arena_none)) {
-    thread_keyed_at_start = 0;
-    if (arena_tls != &arena_none) arena_forget_owner(arena_tls);
-  } else if (arena_tls != &arena_none) {
-    os_exit_key_set(arena_tls); /* that binding's value, which ours overwrote */
-  }
+  thread_keying = 1;
+  bool keyed = os_exit_key_set(&arena_none);
+  thread_keying = 0;
+  thread_keyed_at_start = keyed;
+  /* the key's block was this thread's first allocation: its arena, bound
+   * inside the call, gets the key's value now (the block exists: no
+   * allocation) and is shown to takers, as thread_arena would have */
+  if (keyed && arena_tls != &arena_none && os_exit_key_set(arena_tls)) thread_show_owner(arena_tls);
   ebb_free(p);
   return box.fn(box.arg);
 }

@@ -118,6 +118,14 @@ Test(static_link, background_thread_needs_the_wrap_flag) {
             r.out, r.err);
 }
 
+/* ebb's exit key past the first 32 keys: each thread's first setspecific of
+ * it allocates glibc's second-level block, and nothing of it may stay behind. */
+Test(static_link, threads_leave_nothing_when_ebbs_key_is_past_the_first_32) {
+  build("static_late_key.c", "static_late_key",
+        "-O1 -Wall -Wno-prio-ctor-dtor -Wl,--wrap=pthread_create -Wl,--defsym=__wrap_pthread_create=ebb_pthread_create");
+  run_ok("static_late_key");
+}
+
 /* The documented limitation: a fully static program that also calls a glibc
  * malloc function ebb lacks (mallinfo here) pulls libc.a's malloc.o in, and the
  * link fails with "multiple definition of `malloc'". If ebb ever defines
