@@ -169,28 +169,29 @@ static vdso_gettime_fn *vdso_find_clock_gettime(void) {
 static vdso_gettime_fn *vdso_find_clock_gettime(void) { return NULL; }
 #endif
 
-/* the libc wrapper, when there is no vDSO function to call */
-static int libc_clock_gettime(clockid_t id, struct timespec *ts) { return clock_gettime(id, ts); }
-
 static _Atomic(vdso_gettime_fn *) now_fn; /* found at the first call: every thread finds the same */
+
+/* Out of line, so os_now_ms saves no register for it. */
+static EBB_NOINLINE vdso_gettime_fn *now_fn_find(void) {
+  int saved = errno;
+  vdso_gettime_fn *fn = vdso_find_clock_gettime();
+  if (!fn) fn = clock_gettime; /* libc's wrapper */
+  if (EBB_DEBUG >= 1) { /* the symbol found is the clock: it agrees with libc's to the millisecond */
+    struct timespec a, b, c;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    int r = fn(CLOCK_MONOTONIC, &b);
+    clock_gettime(CLOCK_MONOTONIC, &c);
+    ebb_assert(r == 0 && (a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec <= b.tv_nsec)) &&
+               (b.tv_sec < c.tv_sec || (b.tv_sec == c.tv_sec && b.tv_nsec <= c.tv_nsec)));
+  }
+  atomic_store_explicit(&now_fn, fn, memory_order_relaxed);
+  errno = saved;
+  return fn;
+}
 
 uint64_t os_now_ms(void) {
   vdso_gettime_fn *fn = atomic_load_explicit(&now_fn, memory_order_relaxed);
-  if (unlikely(!fn)) {
-    int saved = errno;
-    fn = vdso_find_clock_gettime();
-    if (!fn) fn = libc_clock_gettime;
-    if (EBB_DEBUG >= 1) { /* the symbol found is the clock: it agrees with libc's to the millisecond */
-      struct timespec a, b, c;
-      clock_gettime(CLOCK_MONOTONIC, &a);
-      int r = fn(CLOCK_MONOTONIC, &b);
-      clock_gettime(CLOCK_MONOTONIC, &c);
-      ebb_assert(r == 0 && (a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec <= b.tv_nsec)) &&
-                 (b.tv_sec < c.tv_sec || (b.tv_sec == c.tv_sec && b.tv_nsec <= c.tv_nsec)));
-    }
-    atomic_store_explicit(&now_fn, fn, memory_order_relaxed);
-    errno = saved;
-  }
+  if (unlikely(!fn)) fn = now_fn_find();
   struct timespec ts;
   if (fn(CLOCK_MONOTONIC, &ts) != 0) clock_gettime(CLOCK_MONOTONIC, &ts); /* the vDSO declined: its wrapper */
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
