@@ -116,8 +116,8 @@ void *os_move_aligned(void *p, size_t old_size, size_t new_size, size_t align) {
  * directly rather than through libc's wrapper: the wrapper sits apart from
  * everything else ebb calls in libc, and its first call mapped 64-128 KiB of
  * libc's code into a small program that never reads the clock itself (the
- * kernel maps 64 KiB around a faulting page of a file: /usr/bin/time's
- * maximum RSS of a one-malloc program, 1276 -> 1148 KB). NULL when there is
+ * kernel maps 64 KiB around a faulting page of a file: the maximum RSS that
+ * wait4 reports for a one-malloc program, 1276 -> 1148 KB). NULL when there is
  * no vDSO (valgrind hides it) or no such symbol: the wrapper then. */
 #if defined(__x86_64__) || defined(__i386__)
 #define VDSO_CLOCK_GETTIME "__vdso_clock_gettime"

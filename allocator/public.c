@@ -82,6 +82,11 @@ EBB_EXPORT int malloc_info(int options, FILE *fp) {
     errno = EINVAL;
     return -1;
   }
+  int fd = fileno(fp);
+  if (fd < 0) { /* a stream with no descriptor (open_memstream, fmemopen): only stdio could write it */
+    errno = EBADF;
+    return -1;
+  }
   struct ebb_stats s;
   ebb_stats(&s);
   char buf[512];
@@ -95,11 +100,6 @@ EBB_EXPORT int malloc_info(int options, FILE *fp) {
   fmt_str(&f, "\"/>\n<total type=\"allocated\" size=\"");
   fmt_u64(&f, s.allocated);
   fmt_str(&f, "\"/>\n</malloc>\n");
-  int fd = fileno(fp);
-  if (fd < 0) { /* a stream with no descriptor (open_memstream, fmemopen): only stdio could write it */
-    errno = EBADF;
-    return -1;
-  }
   fflush(fp);
   fmt_flush(&f, fd);
   return 0;

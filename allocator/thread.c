@@ -1,7 +1,8 @@
 /* thread.c — owns process set-up, thread binding and exit, fork, and the
  * background thread (thread.h).
  * May call: arena, options, os (its thread functions only from the constructor,
- * os.c's pthread_create wrapper (through a hook) and the background thread itself).
+ * os.c's pthread_create wrapper (through a hook) and the background thread itself),
+ * and ebb_malloc/ebb_free from that hook and the thread start routine it installs.
  * Must never: start a thread, sleep, or call pthread_atfork from a
  * malloc/free/realloc path (glibc calls free with internal locks held). */
 #include "thread.h"
@@ -172,8 +173,6 @@ bool thread_background_start(void) {
   return false;
 }
 
-/* Runs before the program's own constructors (priority 101) in a static link,
- * and before the executable's with LD_PRELOAD or -lebb. */
 /* The program's start routine and argument, boxed for thread_trampoline. */
 typedef struct {
   void *(*fn)(void *);
@@ -213,6 +212,8 @@ static void thread_before_create(void *(**fn)(void *), void **arg) {
 
 static void thread_create_failed(void *box) { ebb_free(box); }
 
+/* Runs before the program's own constructors (priority 101) in a static link,
+ * and before the executable's with LD_PRELOAD or -lebb. */
 __attribute__((constructor(101))) static void thread_constructor(void) {
   thread_process_init();
   os_thread_init();
