@@ -496,8 +496,10 @@ write_cases() {
 
 # The headline section of summary.md, as an aligned plain-text table.
 print_headline() {
-  awk '/^## Headline/ { p = 1; next } p && /^## / { exit } p' "$OUT/summary.md" | awk '
-    # Display width: UTF-8 continuation bytes take no column (mawk counts bytes).
+  # LC_ALL=C: gawk in a UTF-8 locale rejects the byte range below (Invalid
+  # collation character) and printed no table; in C every awk counts bytes.
+  awk '/^## Headline/ { p = 1; next } p && /^## / { exit } p' "$OUT/summary.md" | LC_ALL=C awk '
+    # Display width: UTF-8 continuation bytes take no column (awk counts bytes here).
     function width(s) { gsub(/[\200-\277]/, "", s); return length(s) }
     /^\|/ {
       if ($0 ~ /^\|---/) { sep = NR; next }
