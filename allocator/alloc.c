@@ -222,13 +222,29 @@ static EBB_NOINLINE void free_foreign(arena_t *a, chunk_t *c, page_t *pg, block_
  * (a page of the thread's that is full, purged or unused, another arena's
  * purged page) takes free_block, which checks everything again and names any
  * misuse. key: the thread's free key; called after owner_busy_dec. */
+static EBB_NOINLINE void free_own_full(arena_t *a, page_t *pg, block_t *b) {
+  owner_enter(arena_tls);
+  if (relaxed_load(pg->purged) != 0 || !arena_cache_own_full(a, pg, b)) free_block_in(b, "free");
+  owner_leave();
+}
+
 EBB_INLINE void free_other(uintptr_t key, void *p, page_t *pg) {
   arena_t *a = (arena_t *)(key & ~(uintptr_t)1);
   chunk_t *c = chunk_of(p); /* computed here, off the fast path */
-  if (relaxed_load(c->arena) != a && relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES)
+  if (relaxed_load(c->arena) == a) {
+    /* the thread's own block of a page that is full, purged or unused: into
+     * its class's one-block slot if that is empty (arena_cache_own_full),
+     * which rules out a parked block (purged) first */
+    unsigned t = TC_OF(relaxed_load(pg->tc_off));
+    if (a->tc_cap[t] == 2 && a->tc[t].fl.free == NULL)
+      free_own_full(a, pg, p); /* a tail call */
+    else
+      free_block(p, "free");
+  } else if (relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES) {
     free_foreign(a, c, pg, p); /* a tail call */
-  else
+  } else {
     free_block(p, "free");
+  }
 }
 
 /* free_server's cases off its own path, each a tail call from it: the slot

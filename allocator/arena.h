@@ -157,7 +157,7 @@ extern page_t page_empty; /* tc[c].direct points here while a class has no page 
 #define TICK_FREES 64              /* slow-path events (refills, retirements, cache flushes) between clock reads */
 #define TCACHE_BYTES 65536         /* per class, the most a thread cache holds (in blocks: at most TCACHE_BLOCKS) */
 #define TCACHE_BLOCKS 1024
-#define TCACHE_MIN_BLOCKS 4        /* a class whose blocks fit fewer times than this in it is never cached */
+#define TCACHE_MIN_BLOCKS 4        /* a class whose blocks fit fewer times than this in it caches one block (none above TCACHE_BYTES) */
 #define TC_SERVER_FREES 256        /* other threads' blocks freed between decay passes that make a thread cache its own */
 #define GLOBAL_CHECK_MS 4          /* the global purge runs at most this often */
 #define SCAN_CHUNKS 256            /* chunks a span's search looks at, at most (take_span_locked) */
@@ -204,6 +204,10 @@ void arena_free_remote(arena_t *owner, page_t *pg, block_t *b);
  * of a full one home; false (nothing done) when b may not be cached: no arena,
  * pg's tc_off is TC_NONE's, or its blocks are too big for the cache. */
 bool arena_free_cached(arena_t *a, page_t *pg, block_t *b);
+/* A free by the owner of its own checked block b of a full page pg of a class
+ * whose cache holds one block (16-64 KiB), into that empty slot; false
+ * (nothing done) when the slot holds its block already or pg is not such a page. */
+bool arena_cache_own_full(arena_t *a, page_t *pg, block_t *b);
 void arena_tick(arena_t *a);
 /* Purges what has decayed everywhere (force: everything). Returns bytes. */
 size_t arena_purge_all(bool force);

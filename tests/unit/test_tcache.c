@@ -5,14 +5,16 @@
  * its older half home for another thread's block and lets the thread's own
  * blocks skip the cache; everything goes home on the thread's decay pass and
  * at its exit; blocks of first-class arenas, of purged pages and of big
- * classes are never cached; stats do not count cached blocks as live; a
- * second free of a cached block is still caught. */
+ * classes are never cached; a class of 16-64 KiB holds one block, and takes
+ * the thread's own only from a full page; stats do not count cached blocks as
+ * live; a second free of a cached block is still caught. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include "arena.h"
 #include "ebb.h"
+#include "fake_os.h"
 
 static page_t *page_of(void *p) { return chunk_page_of(chunk_of(p), p); }
 /* Every class's source slots name one list (malloc reads the slot of its
@@ -349,7 +351,7 @@ Test(tcache, a_thread_without_an_arena_caches_nothing) {
 
 static void *free_big(void *arg) {
   ebb_free(ebb_malloc(64));
-  size_t big = TCACHE_BYTES / 2; /* a cache of 2 blocks: below the minimum */
+  size_t big = TCACHE_BYTES + TCACHE_BYTES / 2; /* above what a class's cache holds */
   unsigned c = size_class(big);
   ebb_free(arg);
   cr_assert_eq(arena_tls->tc[c].fl.used, 0);
@@ -358,7 +360,7 @@ static void *free_big(void *arg) {
 }
 
 Test(tcache, big_classes_are_never_cached) {
-  size_t big = TCACHE_BYTES / 2;
+  size_t big = TCACHE_BYTES + TCACHE_BYTES / 2;
   void *keep = ebb_malloc(big), *p = ebb_malloc(big);
   page_t *pg = page_of(p);
   uint32_t used = pg->used;
@@ -368,6 +370,97 @@ Test(tcache, big_classes_are_never_cached) {
   cr_assert_eq(page_collect(pg), 1, "another thread's free went straight to the page's remote list");
   cr_assert_eq(pg->used, used - 1);
   ebb_free(keep);
+}
+
+/* ---------------------------------------------------------------- classes of 16-64 KiB: one block */
+
+#define MEDIUM 40000 /* class 40 KiB: 3 blocks a page of 2 units */
+
+static void *medium_second;
+static void *free_two_medium(void *arg) {
+  void **v = arg;
+  ebb_free(ebb_malloc(64));
+  unsigned c = size_class(MEDIUM);
+  ebb_free(v[0]);
+  arena_t *a = arena_tls;
+  cr_assert_eq(a->tc_cap[c], 2, "a class that fits 64 KiB once holds one block");
+  cr_assert_eq(held(a, c), 1, "another thread's block is cached");
+  ebb_free(v[1]);
+  cr_assert_eq(held(a, c), 1, "the next one sends the first home");
+  cr_assert_eq(page_collect(page_of(v[0])), 1);
+  medium_second = ebb_malloc(MEDIUM);
+  return NULL;
+}
+
+Test(tcache, a_medium_class_caches_one_block_of_another_thread) {
+  void *v[2] = {ebb_malloc(MEDIUM), ebb_malloc(MEDIUM)};
+  pthread_t t;
+  pthread_create(&t, NULL, free_two_medium, v);
+  pthread_join(t, NULL);
+  cr_assert_eq(medium_second, v[1], "the cached block is handed out first");
+  ebb_free(medium_second);
+}
+
+/* Fills a fresh page of MEDIUM (v[0..count)) and starts the next, so the
+ * first is full; returns the first page. */
+static page_t *full_medium_page(void **v, void **next) {
+  unsigned c = size_class(MEDIUM), n = class_info[c].count;
+  cr_assert(n >= 3 && n <= 8);
+  for (unsigned i = 0; i < n; i++) v[i] = ebb_malloc(MEDIUM);
+  page_t *pg = page_of(v[0]);
+  for (unsigned i = 1; i < n; i++) cr_assert_eq(page_of(v[i]), pg);
+  *next = ebb_malloc(MEDIUM);
+  cr_assert_neq(page_of(*next), pg);
+  cr_assert(pg->full, "the malloc that found it exhausted took it off its queue");
+  return pg;
+}
+
+Test(tcache, the_own_block_of_a_full_medium_page_waits_in_the_cache) {
+  void *v[8], *next;
+  page_t *pg = full_medium_page(v, &next);
+  arena_t *a = arena_tls;
+  unsigned c = size_class(MEDIUM), n = class_info[c].count;
+  cr_assert_not(a->tc_server);
+  ebb_free(v[1]);
+  cr_assert_eq(held(a, c), 1, "cached");
+  cr_assert(pg->full, "its page stays full");
+  cr_assert_eq(pg->used, n);
+  ebb_free(v[2]);
+  cr_assert_eq(held(a, c), 1, "the slot holds one: the next goes to its page");
+  cr_assert_not(pg->full);
+  cr_assert_eq(pg->used, n - 1);
+  void *again = ebb_malloc(MEDIUM);
+  cr_assert_eq(again, v[1], "the next malloc takes the cached block");
+  cr_assert_eq(held(a, c), 0);
+  ebb_free(next); /* a page that is not full: not cached */
+  cr_assert_eq(held(a, c), 0);
+  slots_agree(a);
+  for (unsigned i = 0; i < n; i++)
+    if (i != 2) ebb_free(v[i]);
+}
+
+Test(tcache, the_decay_pass_sends_a_cached_medium_block_home) {
+  void *v[8], *next;
+  page_t *pg = full_medium_page(v, &next);
+  arena_t *a = arena_tls;
+  unsigned c = size_class(MEDIUM), n = class_info[c].count;
+  ebb_free(v[0]);
+  cr_assert_eq(held(a, c), 1);
+  fake_now += 1;
+  arena_decay(a, fake_now, true, false, PASS_PAGES);
+  cr_assert_eq(held(a, c), 0, "the thread's pass empties its cache");
+  cr_assert_not(pg->full);
+  cr_assert_eq(pg->used, n - 1);
+  for (unsigned i = 1; i < n; i++) ebb_free(v[i]);
+  ebb_free(next);
+}
+
+Test(tcache, double_free_of_a_cached_medium_block_aborts, .signal = SIGABRT) {
+  void *v[8], *next;
+  full_medium_page(v, &next);
+  ebb_free(v[0]);
+  cr_assert_eq(held(arena_tls, size_class(MEDIUM)), 1);
+  ebb_free(v[0]);
 }
 
 Test(tcache, a_purged_page_is_not_cached_until_unparked) {
