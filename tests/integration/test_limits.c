@@ -41,3 +41,23 @@ Test(limits, the_large_block_cache_gives_way_to_small_blocks) { as_limit("large"
  * its arena's chunks must serve the main thread and a new first-class arena
  * (which failed after 3776 and at once). */
 Test(limits, an_exited_threads_arena_gives_way) { as_limit("thread"); }
+
+/* A thread's first chunk fits in 4.5 MiB of the limit and a 16 MiB block in
+ * 17 MiB: aligned mappings are tried at their exact size first (they needed
+ * 8 and 20 MiB, found by a probe). */
+Test(limits, aligned_mappings_need_no_more_than_their_size) { as_limit("exact"); }
+
+/* At vm.max_map_count, munmap of the middle of a mapping fails: a freed large
+ * block's pages must go back all the same (they stayed resident for the
+ * process's life; tests/programs/map_limit.c). */
+Test(limits, a_large_block_freed_at_the_map_count_goes_back) {
+  int st = compile_program(&lim_out, NULL, "map_limit.c", "map_limit", "-O1 -Wall -Wextra -Werror -fno-builtin",
+                           "-ldl");
+  cr_assert_eq(st, 0, "compiling map_limit.c: %s\n%s%s", describe_status(st), lim_out.out, lim_out.err);
+  st = run_cmd(&lim_out, "env -i EBB_BACKGROUND=0 LD_PRELOAD='%s/build/libebb.so' '%s/map_limit'", repo_root(),
+               tmp_dir());
+  cr_log_info("map_limit: %s", lim_out.out);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 2, "map_limit could not set up: %s\nstdout: %s\nstderr: %s",
+            describe_status(st), lim_out.out, lim_out.err);
+  cr_assert(WEXITSTATUS(st) == 0, "the freed block stayed resident: %s%s", lim_out.out, lim_out.err);
+}

@@ -4,8 +4,8 @@
  * `ulimit -v`, malloc(1000) failed while 248 MiB of freed 8 MiB blocks sat in
  * the large-block cache.
  *
- * Usage: as_limit large|thread. Limits the address space to what the process
- * has now plus 320 MiB, then
+ * Usage: as_limit large|thread|exact. exact: see exact() below. The others
+ * limit the address space to what the process has now plus 320 MiB, then
  *   large:  mallocs 8 MiB blocks until one fails, frees them all, and mallocs
  *           20000 blocks of 1000 B;
  *   thread: a thread mallocs 1000 B blocks until one fails, frees them all and
@@ -77,11 +77,29 @@ static void *filler(void *arg) {
   return NULL;
 }
 
+/* A new chunk (4 MiB) must fit in 4.5 MiB of headroom, a 16 MiB block in 17
+ * MiB: aligned mappings over-mapped by their alignment every time, so they
+ * needed 8 and 20 (os_map_aligned). */
+static int exact(void) {
+  ebb_arena_t *a = arena_create(); /* its first malloc takes a chunk of its own */
+  if (!a) return 2;
+  struct rlimit rl = {.rlim_cur = vm_size() + ((size_t)4608 << 10), .rlim_max = RLIM_INFINITY};
+  if (setrlimit(RLIMIT_AS, &rl) != 0) return perror("setrlimit"), 2;
+  void *p = arena_malloc(a, 16);
+  printf("chunk=%d ", p != NULL);
+  rl.rlim_cur = vm_size() + ((size_t)17 << 20);
+  if (setrlimit(RLIMIT_AS, &rl) != 0) return perror("setrlimit"), 2;
+  void *big = malloc((size_t)16 << 20);
+  printf("large=%d\n", big != NULL);
+  return !p || !big;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) return 2;
   arena_create = (ebb_arena_t * (*)(void)) dlsym(RTLD_DEFAULT, "ebb_arena_create");
   arena_malloc = (void *(*)(ebb_arena_t *, size_t))dlsym(RTLD_DEFAULT, "ebb_arena_malloc");
   if (!arena_create || !arena_malloc) return printf("ebb=0\n"), 2;
+  if (strcmp(argv[1], "exact") == 0) return exact();
   free(malloc(1)); /* the main thread's arena, before the limit */
   struct rlimit rl = {.rlim_cur = vm_size() + HEADROOM, .rlim_max = RLIM_INFINITY};
   if (setrlimit(RLIMIT_AS, &rl) != 0) return perror("setrlimit"), 2;
