@@ -367,6 +367,30 @@ void os_sleep_ms(uint64_t ms) {
   errno = saved;
 }
 
+/* ---- C++ */
+
+/* Only on a throwing operator new that failed (public.c), never on malloc's
+ * path: dlsym and dlopen take the loader's lock (recursive: a constructor
+ * running under dlopen may get here) and may allocate (an error string). A
+ * library loaded with dlopen's default RTLD_LOCAL, and the libstdc++ it
+ * brought, are not in the global scope: libstdc++ is asked for by its soname
+ * then, only if already loaded (RTLD_NOLOAD). */
+void *os_cxx_symbol(const char *name) {
+  int saved = errno;
+  void *f = dlsym(RTLD_DEFAULT, name);
+  /* dlopen itself looked up, not linked: a static link would warn for it
+   * (and there dlsym finds nothing, so this is skipped) */
+  void *(*open_fn)(const char *, int) = f ? NULL : (void *(*)(const char *, int))dlsym(RTLD_DEFAULT, "dlopen");
+  int (*close_fn)(void *) = open_fn ? (int (*)(void *))dlsym(RTLD_DEFAULT, "dlclose") : NULL;
+  void *lib = close_fn ? open_fn("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD) : NULL;
+  if (lib) {
+    f = dlsym(lib, name);
+    close_fn(lib); /* the library that loaded it keeps it */
+  }
+  errno = saved;
+  return f;
+}
+
 /* ---- threads (see os.h for why these never run on a malloc/free path) */
 
 typedef int pthread_create_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);

@@ -28,6 +28,9 @@ void *os_move_aligned(void *p, size_t old_size, size_t new_size, size_t align);
 
 uint64_t os_now_ms(void);                /* monotonic milliseconds */
 size_t os_page_size(void);               /* the kernel's page size */
+/* A symbol of a library loaded after start-up, by name (dlsym), or NULL: for
+ * a failed operator new only (public.c). */
+void *os_cxx_symbol(const char *name);
 const char *os_getenv(const char *name); /* raw environ walk; no allocation */
 void os_write(int fd, const char *s, size_t n);
 /* A close-on-exec duplicate of fd, numbered high (999 or the highest that

@@ -114,20 +114,28 @@ EBB_EXPORT int mallopt(int param, int value) {
 
 /* ---- C++: defined here with their mangled names so libebb needs no libstdc++.
  * A failed throwing new calls the installed new_handler, then throws
- * std::bad_alloc through libstdc++ when the program has it (weak references). */
+ * std::bad_alloc through libstdc++ when the program has it: weak references,
+ * or, when those were bound before libstdc++ was loaded (a C program that
+ * dlopens C++ code, found by a probe: ebb aborted), the loader's lookup. */
 typedef void (*new_handler_t)(void);
-extern new_handler_t _ZSt15get_new_handlerv(void) __attribute__((weak));
+typedef new_handler_t get_new_handler_t(void);
+typedef void throw_bad_alloc_t(void);
+extern get_new_handler_t _ZSt15get_new_handlerv __attribute__((weak));
 extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
 
 static void *new_failed(size_t size, size_t align) {
+  get_new_handler_t *get = _ZSt15get_new_handlerv;
+  if (!get) get = (get_new_handler_t *)os_cxx_symbol("_ZSt15get_new_handlerv");
   for (;;) {
-    new_handler_t h = _ZSt15get_new_handlerv ? _ZSt15get_new_handlerv() : NULL;
+    new_handler_t h = get ? get() : NULL;
     if (!h) break;
     h();
     void *p = align > 16 ? ebb_aligned_alloc(align, size ? size : 1) : ebb_malloc(size); /* as new_aligned_throw */
     if (p) return p;
   }
-  if (_ZSt17__throw_bad_allocv) _ZSt17__throw_bad_allocv();
+  throw_bad_alloc_t *bad = _ZSt17__throw_bad_allocv;
+  if (!bad) bad = (throw_bad_alloc_t *)os_cxx_symbol("_ZSt17__throw_bad_allocv");
+  if (bad) bad();
   ebb_fatal("operator new", "out of memory", NULL);
 }
 

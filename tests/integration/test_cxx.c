@@ -49,3 +49,21 @@ Test(cxx, stats_summary_at_exit) {
   cr_assert_eq(st, 0);
   cr_assert_null(strstr(r.err, "ebb stats"), "summary printed without EBB_STATS:\n%s", r.err);
 }
+
+/* A C program that dlopens C++ code: libstdc++ was not there when ebb's weak
+ * references were bound, yet a failed new runs the new_handler and throws
+ * std::bad_alloc (tests/programs/cxx_plugin.cpp; it aborted, found by a probe). */
+Test(cxx, new_in_a_dlopened_library_throws_bad_alloc) {
+  int st = run_cmd(&r, "c++ -shared -fPIC -O1 tests/programs/cxx_plugin.cpp -o '%s/libcxx_plugin.so.%d' && mv -f "
+                   "'%s/libcxx_plugin.so.%d' '%s/libcxx_plugin.so'",
+                   tmp_dir(), (int)getpid(), tmp_dir(), (int)getpid(), tmp_dir());
+  cr_assert_eq(st, 0, "compiling cxx_plugin.cpp: %s\n%s%s", describe_status(st), r.out, r.err);
+  st = compile_program(&r, NULL, "cxx_host.c", "cxx_host", "-O1 -Wall -Wextra", "-ldl");
+  cr_assert_eq(st, 0, "compiling cxx_host.c: %s\n%s%s", describe_status(st), r.out, r.err);
+  st = run_cmd(&r, "env -u CXX_PLUGIN_SMALL '%s/cxx_host' '%s'", tmp_dir(), tmp_dir());
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "without ebb: %s\n%s%s", describe_status(st), r.out, r.err);
+  st = run_cmd(&r, "env -u CXX_PLUGIN_SMALL LD_PRELOAD='%s/build/libebb.so' '%s/cxx_host' '%s'", repo_root(),
+               tmp_dir(), tmp_dir());
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "under ebb: %s\nstdout: %s\nstderr: %s", describe_status(st),
+            r.out, r.err);
+}
