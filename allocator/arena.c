@@ -1313,15 +1313,29 @@ void arena_fork_child(void) {
 static void free_huge_locked(arena_t *a, uint64_t now) {
   for (huge_t *h = a->huge, *next; h; h = next) {
     next = h->next;
+    track_free(h->user);
     huge_delete(h, opt.decay_ms != 0, now);
   }
   a->huge = NULL;
+}
+
+/* memcheck (the valgrind build): every block of a's pages is freed at once. */
+static void track_free_all_locked(arena_t *a) {
+#if EBB_VALGRIND
+  for (int full = 0; full < 2; full++)
+    for (chunk_t *c = full ? a->chunks_full : a->chunks; c; c = c->next)
+      for (unsigned i = 1; i < CHUNK_UNITS; i++)
+        if (relaxed_load(c->pages[i].cls) < NCLASSES) page_track_free_live(&c->pages[i]);
+#else
+  (void)a;
+#endif
 }
 
 /* The arena's chunks go to the pool still resident (warm for the next arena or
  * thread that needs a chunk), its large blocks to the cache; decay returns both. */
 void arena_destroy(arena_t *a) {
   spin_lock(&a->lock);
+  track_free_all_locked(a);
   uint64_t now = os_now_ms();
   for (int full = 0; full < 2; full++)
     for (chunk_t *c = full ? a->chunks_full : a->chunks, *next; c; c = next) {
@@ -1351,6 +1365,7 @@ void arena_destroy(arena_t *a) {
  * its last span, so the next request carves the same resident memory. */
 void arena_reset_blocks(arena_t *a) {
   spin_lock(&a->lock);
+  track_free_all_locked(a);
   uint64_t now = os_now_ms();
   size_t resident = 0, dirty_before = atomic_load(&a->dirty);
   while (a->chunks_full) /* every unit is about to be free */

@@ -254,6 +254,9 @@ bool page_refill(page_t *pg);
 extern __thread block_t *page_fresh __attribute__((tls_model("initial-exec")));
 /* Returns the page's wholly free granules to the kernel; bytes purged. */
 size_t page_purge_free(page_t *pg, bool use_free);
+#if EBB_VALGRIND
+void page_track_free_live(page_t *pg); /* memcheck: pg's live blocks are freed (a first-class arena's reset, destroy) */
+#endif
 /* Expensive validator for debug builds. Owner only. */
 bool page_is_valid(page_t *pg);
 #endif
