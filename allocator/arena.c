@@ -796,11 +796,11 @@ bool arena_free_cached(arena_t *a, page_t *pg, block_t *b) {
  * them live and replaces one at a time found the page full at every malloc
  * (marked full, the next page taken off the queue) and unmarked it at every
  * free (the arena's lock, back onto the queue): callgrind, bench/loop --min
- * 40000 --max 40000, 616 instructions a pair; tcmalloc's thread cache takes
- * such a block in 50. The free into a full page keeps that block in the
- * class's one-block slot instead, the page stays full, and the next malloc of
- * the class takes it back: 183 a pair; 32769-65536 B at random 692 -> 474,
- * 16385-32768 432 -> 327. Only into an empty slot and only from a full page,
+ * 40000 --max 40000, 616 instructions a pair, tcmalloc 88 with its thread
+ * cache. The free into a full page keeps that block in the class's one-block
+ * slot instead, the page stays full, and the next malloc of the class takes it
+ * back: 180 a pair; 32769-65536 B at random 692 -> 473, 16385-32768 432 ->
+ * 326 (docs/benchmarks.md). Only into an empty slot and only from a full page,
  * so a teardown sends at most one block a class the slow way (a page kept
  * full sends its other blocks' frees there), and an idle thread holds at most
  * one block a class, within the 64 KiB a class any thread cache may hold. A
