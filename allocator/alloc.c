@@ -217,17 +217,16 @@ static EBB_NOINLINE void free_foreign(arena_t *a, chunk_t *c, page_t *pg, block_
 }
 
 /* The thread's own checked block (free_fast's tests passed) of a page that is
- * full, purged or unused: a purged page's block may be parked, an unused
- * page's is no block, so both take free_block_in's checks and names; a full
- * page's goes into its class's one-block slot if it may
- * (arena_cache_own_full), else home, without free_block's second lookup
- * (callgrind, bench/loop: 4097-8192 B 160 -> 156 instructions a pair,
- * 65536-229376 1076 -> 1049, 229377-2097152 2860 -> 2764). */
+ * full, purged or unused, when its class's slot did not take it: a purged
+ * page's block may be parked, an unused page's is no block, so both take
+ * free_block_in's checks and names; a full page's goes home without
+ * free_block's second lookup (callgrind, bench/loop: 4097-8192 B 160 -> 156
+ * instructions a pair, 65536-229376 1076 -> 1049, 229377-2097152 2860 -> 2764). */
 static EBB_NOINLINE void free_own_slow(arena_t *a, page_t *pg, block_t *b) {
   owner_enter(arena_tls);
   if (relaxed_load(pg->purged) != 0 || relaxed_load(pg->cls) >= NCLASSES)
     free_block_in(b, "free");
-  else if (!arena_cache_own_full(a, pg, b))
+  else
     arena_free_local(a, pg, b);
   owner_leave();
 }
@@ -243,7 +242,7 @@ EBB_INLINE void free_other(uintptr_t key, void *p, page_t *pg) {
   arena_t *a = (arena_t *)(key & ~(uintptr_t)1);
   chunk_t *c = chunk_of(p); /* computed here, off the fast path */
   if (relaxed_load(c->arena) == a) {
-    free_own_slow(a, pg, p); /* a tail call */
+    if (!arena_cache_own_full(a, pg, p, page_cookie(p))) free_own_slow(a, pg, p); /* a tail call */
   } else if (relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES) {
     free_foreign(a, c, pg, p); /* a tail call */
   } else {

@@ -791,32 +791,6 @@ bool arena_free_cached(arena_t *a, page_t *pg, block_t *b) {
   return true;
 }
 
-/* The thread's own blocks skip the cache (arena_free_cached) except here: a
- * class of 16-64 KiB has 2-8 blocks a page, so a thread that keeps many of
- * them live and replaces one at a time found the page full at every malloc
- * (marked full, the next page taken off the queue) and unmarked it at every
- * free (the arena's lock, back onto the queue): callgrind, bench/loop --min
- * 40000 --max 40000, 616 instructions a pair, tcmalloc 88 with its thread
- * cache. The free into a full page keeps that block in the class's one-block
- * slot instead, the page stays full, and the next malloc of the class takes it
- * back: 180 a pair; 32769-65536 B at random 692 -> 473, 16385-32768 432 ->
- * 326 (docs/benchmarks.md). Only into an empty slot and only from a full page,
- * so a teardown sends at most one block a class the slow way (a page kept
- * full sends its other blocks' frees there), and an idle thread holds at most
- * one block a class, within the 64 KiB a class any thread cache may hold. A
- * free into the slot is a slow-path event (it may be all a thread does). */
-bool arena_cache_own_full(arena_t *a, page_t *pg, block_t *b) {
-  unsigned t = TC_OF(relaxed_load(pg->tc_off));
-  tcache_t *tc = &a->tc[t];
-  if (!pg->full || a->tc_cap[t] != 2 || tc->fl.free != NULL) return false;
-  track_free(b);
-  freelist_push(&tc->fl, b, page_cookie(b));
-  relaxed_store(tc->fl.used, 1);
-  arena_set_src(a, t, &tc->fl);
-  if (unlikely(--a->tick < 0)) arena_tick(a);
-  return true;
-}
-
 /* ------------------------------------------------------------ decay */
 
 /* Purges at least `need` bytes of this arena's dirty units, oldest first

@@ -131,7 +131,8 @@ Test(placement, full_chunks_leave_the_search_and_come_back_when_a_page_goes_back
   static void *blocks[N];
   for (int i = 0; i < N; i++) cr_assert_not_null(blocks[i] = ebb_malloc(64 * KiB));
   arena_t *a = arena_tls;
-  a->tc_cap[size_class(64 * KiB)] = 1; /* no one-block cache slot (test_tcache.c): every free goes to its page */
+  a->tc_cap[size_class(64 * KiB)] = 1; /* no cache for the thread's own blocks (arena_cache_own_full): */
+  relaxed_store(a->tc[size_class(64 * KiB)].fl.used, 0); /* every free goes to its page */
   cr_assert_eq(list_len(a->chunks_full), 3, "three chunks of 64 KiB pages, all full");
   for (const chunk_t *c = a->chunks_full; c; c = c->next) cr_assert_eq(c->free_count, 0);
   struct ebb_stats s;

@@ -31,12 +31,21 @@ static size_t active(void) {
 
 static page_t *page_of(void *p) { return chunk_page_of(chunk_of(p), p); }
 
+/* The class of `size` caches none of the thread's own blocks
+ * (arena_cache_own_full; test_tcache.c): every free here goes to its page. */
+static void no_cache(size_t size) {
+  unsigned c = size_class(size);
+  arena_tls->tc_cap[c] = 1;
+  relaxed_store(arena_tls->tc[c].fl.used, 0);
+}
+
 /* n blocks of BLOCK into v, each page's blocks together */
 static void fill(void **v, unsigned n) {
   for (unsigned i = 0; i < n; i++) {
     v[i] = ebb_malloc(BLOCK);
     cr_assert_not_null(v[i]);
   }
+  no_cache(BLOCK);
 }
 
 /* Pages A (full) and B (current, one block): A's blocks all freed. */
@@ -123,6 +132,7 @@ Test(spare, none_for_pages_of_many_small_blocks) {
   static void *v[N + 1];
   size_t before = active();
   for (unsigned i = 0; i <= N; i++) cr_assert_not_null(v[i] = ebb_malloc(SMALL));
+  no_cache(SMALL);
   page_t *a = page_of(v[0]);
   cr_assert_neq(a, page_of(v[N]));
   for (unsigned i = 0; i < N; i++) ebb_free(v[i]);
@@ -144,7 +154,7 @@ Test(spare, none_for_spans_of_several_units) {
   cr_assert_lt(n, 64);
   size_t before = active();
   for (unsigned i = 0; i <= n; i++) cr_assert_not_null(v[i] = ebb_malloc(BIG));
-  arena_tls->tc_cap[size_class(BIG)] = 1; /* no one-block cache slot (test_tcache.c): every free goes to its page */
+  no_cache(BIG);
   page_t *a = page_of(v[0]);
   cr_assert_neq(a, page_of(v[n]));
   for (unsigned i = 0; i < n; i++) ebb_free(v[i]);

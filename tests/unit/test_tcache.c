@@ -5,9 +5,10 @@
  * its older half home for another thread's block and lets the thread's own
  * blocks skip the cache; everything goes home on the thread's decay pass and
  * at its exit; blocks of first-class arenas, of purged pages and of big
- * classes are never cached; a class of 16-64 KiB holds one block, and takes
- * the thread's own only from a full page; stats do not count cached blocks as
- * live; a second free of a cached block is still caught. */
+ * classes are never cached; a class of 16-64 KiB holds one block; a thread
+ * that is not a server's caches one block of its own a class, freed into a
+ * full page; stats do not count cached blocks as live; a second free of a
+ * cached block is still caught. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>
@@ -401,25 +402,30 @@ Test(tcache, a_medium_class_caches_one_block_of_another_thread) {
   ebb_free(medium_second);
 }
 
-/* Fills a fresh page of MEDIUM (v[0..count)) and starts the next, so the
+/* Fills a fresh page of `size` (v[0..count)) and starts the next, so the
  * first is full; returns the first page. */
-static page_t *full_medium_page(void **v, void **next) {
-  unsigned c = size_class(MEDIUM), n = class_info[c].count;
-  cr_assert(n >= 3 && n <= 8);
-  for (unsigned i = 0; i < n; i++) v[i] = ebb_malloc(MEDIUM);
+static page_t *full_page_of(size_t size, void **v, void **next) {
+  unsigned c = size_class(size), n = class_info[c].count;
+  cr_assert(n >= 3 && n <= 128);
+  for (unsigned i = 0; i < n; i++) v[i] = ebb_malloc(size);
   page_t *pg = page_of(v[0]);
   for (unsigned i = 1; i < n; i++) cr_assert_eq(page_of(v[i]), pg);
-  *next = ebb_malloc(MEDIUM);
+  *next = ebb_malloc(size);
   cr_assert_neq(page_of(*next), pg);
   cr_assert(pg->full, "the malloc that found it exhausted took it off its queue");
   return pg;
 }
+static page_t *full_medium_page(void **v, void **next) { return full_page_of(MEDIUM, v, next); }
 
-Test(tcache, the_own_block_of_a_full_medium_page_waits_in_the_cache) {
-  void *v[8], *next;
-  page_t *pg = full_medium_page(v, &next);
+/* The thread's own block freed into a full page waits in its class's slot
+ * while that is empty, and the class's next malloc takes it: a class of a
+ * few blocks a page (MEDIUM) and one of 64 (1 KiB). */
+static void own_block_of_a_full_page_waits(size_t size) {
+  static void *v[128];
+  void *next;
+  page_t *pg = full_page_of(size, v, &next);
   arena_t *a = arena_tls;
-  unsigned c = size_class(MEDIUM), n = class_info[c].count;
+  unsigned c = size_class(size), n = class_info[c].count;
   cr_assert_not(a->tc_server);
   ebb_free(v[1]);
   cr_assert_eq(held(a, c), 1, "cached");
@@ -429,7 +435,7 @@ Test(tcache, the_own_block_of_a_full_medium_page_waits_in_the_cache) {
   cr_assert_eq(held(a, c), 1, "the slot holds one: the next goes to its page");
   cr_assert_not(pg->full);
   cr_assert_eq(pg->used, n - 1);
-  void *again = ebb_malloc(MEDIUM);
+  void *again = ebb_malloc(size);
   cr_assert_eq(again, v[1], "the next malloc takes the cached block");
   cr_assert_eq(held(a, c), 0);
   ebb_free(next); /* a page that is not full: not cached */
@@ -438,6 +444,9 @@ Test(tcache, the_own_block_of_a_full_medium_page_waits_in_the_cache) {
   for (unsigned i = 0; i < n; i++)
     if (i != 2) ebb_free(v[i]);
 }
+
+Test(tcache, the_own_block_of_a_full_medium_page_waits_in_the_cache) { own_block_of_a_full_page_waits(MEDIUM); }
+Test(tcache, the_own_block_of_a_full_page_of_1k_blocks_waits_in_the_cache) { own_block_of_a_full_page_waits(1024); }
 
 Test(tcache, the_decay_pass_sends_a_cached_medium_block_home) {
   void *v[8], *next;
