@@ -784,10 +784,7 @@ bool arena_free_cached(arena_t *a, page_t *pg, block_t *b) {
     tcache_flush(a, t, cap > 2 ? cap / 2 : 0); /* a slot of one block sends it home */
     if (unlikely(--a->tick < 0)) arena_tick(a); /* a slow-path event; a plain push is not */
   }
-  track_free(b);
-  freelist_push(&tc->fl, b, page_cookie(b));
-  relaxed_store(tc->fl.used, relaxed_load(tc->fl.used) - 1);
-  arena_set_src(a, t, &tc->fl);
+  tcache_push(a, t, tc, b, page_cookie(b));
   return true;
 }
 

@@ -290,6 +290,15 @@ void arena_free_local_slow_leave(arena_t *a, page_t *pg);
 /* The same for a page that is full, purged or unused (arena.c). */
 void arena_return_slow(arena_t *a, page_t *pg, block_t *b);
 
+/* b, free to the program now, onto class t's cache slot tc (&a->tc[t]), which
+ * has room; the class's mallocs take from the slot next. */
+EBB_INLINE void tcache_push(arena_t *a, unsigned t, tcache_t *tc, block_t *b, uint64_t cookie) {
+  track_free(b);
+  freelist_push(&tc->fl, b, cookie);
+  relaxed_store(tc->fl.used, relaxed_load(tc->fl.used) - 1);
+  arena_set_src(a, t, &tc->fl);
+}
+
 /* A free by the owner of its own checked block b (cookie: page_cookie(b)) of
  * a full page pg into its class's thread-cache slot while that slot is empty;
  * false (nothing done) when it is not, or pg is not full. The thread's own
@@ -312,10 +321,7 @@ EBB_INLINE bool arena_cache_own_full(arena_t *a, page_t *pg, block_t *b, uint64_
   size_t off = relaxed_load(pg->tc_off);
   tcache_t *tc = (tcache_t *)((char *)a->tc + off);
   if (tc->fl.free != NULL || relaxed_load(tc->fl.used) <= 1 || !relaxed_load(pg->full)) return false;
-  track_free(b);
-  freelist_push(&tc->fl, b, cookie);
-  relaxed_store(tc->fl.used, relaxed_load(tc->fl.used) - 1);
-  arena_set_src(a, TC_OF(off), &tc->fl);
+  tcache_push(a, TC_OF(off), tc, b, cookie);
   if (unlikely(--a->tick < 0)) arena_tick(a);
   return true;
 }
