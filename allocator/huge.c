@@ -1,6 +1,6 @@
 /* huge.c — owns large blocks, their descriptors and the cache of freed ones (huge.h).
  * May call: os_map, os_map_aligned, os_unmap, os_purge, os_resize_inplace,
- * os_move_aligned, registry. Must never: copy a block's contents (mremap moves
+ * os_move_into, registry. Must never: copy a block's contents (mremap moves
  * pages), or leave a registry entry naming an address range it no longer owns. */
 #include "huge.h"
 #include "os.h"
@@ -187,6 +187,25 @@ static void purge_slack(char *user, size_t size, size_t span) {
   if (span > from + UNIT_SIZE) os_purge(user + from, span - from, false);
 }
 
+/* A fresh aligned range of span bytes for a block to move to, its registry
+ * leaf made (registry_reserve), so that the moved block can always be
+ * registered there; NULL when refused. */
+static char *move_target(size_t span, size_t align) {
+  char *dst = os_map_aligned(span, align);
+  if (dst && !registry_reserve(dst)) {
+    os_unmap(dst, span);
+    dst = NULL;
+  }
+  return dst;
+}
+
+/* A cached block (not registered) moved by mremap to a fresh aligned range of
+ * span bytes; NULL when refused (the block stays where it was). */
+static char *move_fresh(char *base, size_t len, size_t span, size_t align) {
+  char *dst = move_target(span, align);
+  return dst ? os_move_into(base, len, span, dst) : NULL;
+}
+
 huge_t *huge_new(size_t size, size_t align, size_t *reused) {
   size_t need, span = 0;
   if (align < CHUNK_SIZE) align = CHUNK_SIZE;
@@ -220,7 +239,7 @@ huge_t *huge_new(size_t size, size_t align, size_t *reused) {
     span = align_up(need, UNIT_SIZE);
     char *grown = (uintptr_t)base % align == 0 && os_resize_inplace(base, below_len, span)
                       ? base /* the growth joins the same mapping: map_id stays */
-                      : os_move_aligned(base, below_len, span, align);
+                      : move_fresh(base, below_len, span, align);
     if (!grown) {
       spin_lock(&lock);
       cache_insert(base, below_len, map_id, 0); /* decays at the next pass */
@@ -291,18 +310,23 @@ static bool grow_into_cache(huge_t *h, size_t need) {
 
 /* A move clears the old address's registry entry before mremap releases the
  * range: once released, another thread may map a block there and register it
- * at once, and a late clear would erase that block's entry. */
+ * at once, and a late clear would erase that block's entry. The destination's
+ * registry leaf is made first, while a refusal can still leave the block
+ * where it was: after the move the block could not be registered at its new
+ * address, nor moved back (its old range may be someone else's by then). */
 static bool move(huge_t *h, size_t need) {
   char *old = h->user;
+  char *dst = move_target(need, h->align);
+  if (!dst) return false;
   registry_clear(old);
-  char *moved = os_move_aligned(old, h->span, need, h->align);
+  char *moved = os_move_into(old, h->span, need, dst);
   if (!moved) {
     registry_set(old, tagged(h)); /* its leaf exists: cannot fail */
     return false;
   }
   relaxed_store(h->user, moved);
   h->map_id = (uintptr_t)moved;
-  if (!registry_set(moved, tagged(h))) ebb_fatal("realloc", "registry out of memory", moved);
+  registry_set(moved, tagged(h)); /* its leaf exists (registry_reserve): cannot fail */
   return true;
 }
 

@@ -119,10 +119,8 @@ bool os_resize_inplace(void *p, size_t old_size, size_t new_size) {
   return q != MAP_FAILED;
 }
 
-/* Reserve an aligned range, then let mremap move the pages there: no copy. */
-void *os_move_aligned(void *p, size_t old_size, size_t new_size, size_t align) {
-  char *dst = os_map_aligned(new_size, align);
-  if (!dst) return NULL;
+/* mremap moves the pages into the range the caller mapped (os.h): no copy. */
+void *os_move_into(void *p, size_t old_size, size_t new_size, void *dst) {
   int saved = errno;
   vm_release();
   void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dst);

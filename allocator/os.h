@@ -22,9 +22,12 @@ bool os_purge(void *p, size_t size, bool use_free);
 /* Grows or shrinks the mapping [p, p+old) to new bytes without moving it.
  * Returns false (mapping unchanged) when the address range after it is taken. */
 bool os_resize_inplace(void *p, size_t old_size, size_t new_size);
-/* Moves the mapping [p, p+old) to a fresh address aligned to align, resized to
- * new bytes, without copying (mremap). Returns NULL (mapping unchanged) on failure. */
-void *os_move_aligned(void *p, size_t old_size, size_t new_size, size_t align);
+/* Moves the mapping [p, p+old) onto dst, a fresh mapping of new bytes (from
+ * os_map_aligned), resized, without copying (mremap). Returns dst, or NULL on
+ * failure: the mapping at p unchanged, dst given back. The caller maps dst
+ * first so that it can prepare what the new address needs (its registry leaf)
+ * while a refusal still leaves the block where it was. */
+void *os_move_into(void *p, size_t old_size, size_t new_size, void *dst);
 
 uint64_t os_now_ms(void);                /* monotonic milliseconds */
 size_t os_page_size(void);               /* the kernel's page size */

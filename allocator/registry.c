@@ -39,6 +39,11 @@ bool registry_set(const void *p, void *hdr) {
   return true;
 }
 
+bool registry_reserve(const void *p) {
+  uintptr_t r = (uintptr_t)p >> CHUNK_SHIFT;
+  return !(r >> (REG_L1_BITS + REG_L2_BITS)) && leaf_for(r) != NULL;
+}
+
 void registry_clear(const void *p) {
   uintptr_t r = (uintptr_t)p >> CHUNK_SHIFT;
   if (r >> (REG_L1_BITS + REG_L2_BITS)) return;

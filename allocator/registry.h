@@ -72,5 +72,8 @@ EBB_INLINE void *registry_get(const void *p) {
 }
 /* Registers hdr for region(p); false when out of memory or address range. */
 bool registry_set(const void *p, void *hdr);
+/* Makes sure a later registry_set(p, ...) cannot fail (maps the leaf for p's
+ * region if it has none); false when out of memory or address range. */
+bool registry_reserve(const void *p);
 void registry_clear(const void *p);
 #endif

@@ -1,6 +1,7 @@
 /* fake_os.c — implements allocator/os.h for unit tests (see fake_os.h). */
 #include "fake_os.h"
 #include "os.h"
+#include "registry.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -12,7 +13,7 @@ const char *fake_env[16];
 char fake_stderr[4096];
 size_t fake_stderr_len;
 os_counters_t os_counters;
-int fake_fail_maps, fake_fail_resizes, fake_fail_purges;
+int fake_fail_maps, fake_fail_resizes, fake_fail_purges, fake_fail_leaves, fake_far_maps;
 size_t fake_refused, fake_resizes, fake_moves;
 
 /* The kernel refusing: while *knob > 0, a call fails and counts it down. */
@@ -32,7 +33,7 @@ static size_t nranges;
 
 void fake_reset(void) {
   fake_maps = fake_unmaps = fake_purges = fake_purged_bytes = 0;
-  fake_fail_maps = fake_fail_resizes = fake_fail_purges = 0;
+  fake_fail_maps = fake_fail_resizes = fake_fail_purges = fake_fail_leaves = fake_far_maps = 0;
   fake_refused = fake_resizes = fake_moves = 0;
   nranges = 0;
   fake_stderr_len = 0;
@@ -51,12 +52,35 @@ int fake_was_purged(const void *p, size_t n) {
 
 void *os_map(size_t size) {
   if (fake_refuse(&fake_fail_maps)) return NULL;
+  if (size == sizeof(reg_leaf_t) && fake_refuse(&fake_fail_leaves)) return NULL;
   fake_maps++;
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
+/* A mapping at the start of a 512 GiB window of the address space that no
+ * registry leaf covers yet (fake_far_maps), or NULL when there is none free. */
+static void *map_far(size_t size) {
+  for (uintptr_t w = 32; w < (1u << REG_L1_BITS); w++) {
+    if (__atomic_load_n(&reg_root[w], __ATOMIC_ACQUIRE) != &reg_empty_leaf) continue;
+    void *hint = (void *)(w << (REG_L2_BITS + CHUNK_SHIFT));
+    void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE,
+                   -1, 0);
+    if (p == hint) return p;
+    if (p != MAP_FAILED) munmap(p, size); /* an older kernel took the flag for a hint */
+  }
+  return NULL;
+}
+
 void *os_map_aligned(size_t size, size_t align) {
+  if (__atomic_load_n(&fake_far_maps, __ATOMIC_RELAXED) > 0) {
+    __atomic_fetch_sub(&fake_far_maps, 1, __ATOMIC_RELAXED);
+    void *p = map_far(size);
+    if (p) {
+      fake_maps++;
+      return p;
+    }
+  }
   char *p = os_map(size + align);
   if (!p) return NULL;
   char *q = (char *)(((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1));
@@ -86,13 +110,18 @@ bool os_resize_inplace(void *p, size_t old_size, size_t new_size) {
   return mremap(p, old_size, new_size, 0) != MAP_FAILED;
 }
 
-void *os_move_aligned(void *p, size_t old_size, size_t new_size, size_t align) {
-  if (fake_refuse(&fake_fail_resizes)) return NULL;
+void *os_move_into(void *p, size_t old_size, size_t new_size, void *dst) {
+  if (fake_refuse(&fake_fail_resizes)) {
+    munmap(dst, new_size);
+    return NULL;
+  }
   fake_moves++;
-  char *dst = os_map_aligned(new_size, align);
-  if (!dst) return NULL;
   void *q = mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
-  return q == MAP_FAILED ? NULL : q;
+  if (q == MAP_FAILED) {
+    munmap(dst, new_size);
+    return NULL;
+  }
+  return q;
 }
 
 uint64_t os_now_ms(void) { return __atomic_load_n(&fake_now, __ATOMIC_RELAXED); }

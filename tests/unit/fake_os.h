@@ -14,9 +14,12 @@ extern char fake_stderr[4096];                     /* what was written to fd 2 *
 extern size_t fake_stderr_len;
 /* Failure injection: while fake_fail_maps > 0, os_map (hence os_map_aligned)
  * fails and decrements it; fake_fail_resizes does the same for
- * os_resize_inplace and os_move_aligned. fake_refused counts refused calls,
+ * os_resize_inplace and os_move_into, fake_fail_leaves for os_map of a
+ * registry leaf. While fake_far_maps > 0, os_map_aligned maps (and
+ * decrements it) at the start of a 512 GiB window of the address space that no
+ * registry leaf covers yet, so that registering there needs a new leaf. fake_refused counts refused calls,
  * fake_resizes / fake_moves the calls not refused. fake_reset clears them all. */
-extern int fake_fail_maps, fake_fail_resizes;
+extern int fake_fail_maps, fake_fail_resizes, fake_fail_leaves, fake_far_maps;
 /* While fake_fail_purges > 0, os_purge leaves the bytes (as the kernel does on
  * locked pages) and returns false. */
 extern int fake_fail_purges;

@@ -60,7 +60,7 @@ static size_t check(const void *p, size_t n, unsigned seed) {
 /* Registry leaves mapped so far (each one an os_map of its own, on demand). */
 static size_t leaves(void) {
   size_t n = 0;
-  for (size_t i = 0; i < sizeof reg_root / sizeof reg_root[0]; i++) n += atomic_load(&reg_root[i]) != NULL;
+  for (size_t i = 0; i < sizeof reg_root / sizeof reg_root[0]; i++) n += atomic_load(&reg_root[i]) != &reg_empty_leaf; /* an empty entry names the shared empty leaf */
   return n;
 }
 
@@ -655,6 +655,50 @@ Test(huge, a_refused_realloc_growth_keeps_the_block) {
   cr_assert_not_null(q);
   cr_assert_eq(check(q, 8 * MiB, 5), SIZE_MAX);
   ebb_free(q);
+}
+
+/* A block moved by the kernel (mremap) to an address whose registry leaf
+ * cannot be mapped: the leaf is made before the move, so the refusal leaves
+ * the block where it was; made after (as before), the moved block could be
+ * neither registered nor moved back, and realloc died with "registry out of
+ * memory". Here realloc copies instead. */
+Test(huge, a_move_to_where_the_registry_has_no_room_leaves_the_block_in_place) {
+  char *p = big(8 * MiB);
+  fill(p, 8 * MiB, 7);
+  size_t leaves0 = leaves();
+  fake_fail_resizes = 1; /* no growth in place: a move */
+  fake_far_maps = 1;     /* to address space that no registry leaf covers */
+  fake_fail_leaves = 1;  /* with no memory for its leaf */
+  char *q = ebb_realloc(p, 20 * MiB);
+  cr_assert_not_null(q);
+  cr_assert_eq(fake_refused, 2, "the growth in place and the leaf were refused");
+  cr_assert_eq(fake_moves, 0, "the block never moved");
+  cr_assert_eq(leaves(), leaves0);
+  cr_assert_eq(check(q, 8 * MiB, 7), SIZE_MAX, "realloc copied it instead");
+  cr_assert(ebb_owns(q));
+  cr_assert_not(ebb_owns(p));
+  memset(q, 1, 20 * MiB);
+  ebb_free(q);
+}
+
+/* The same for a cached block too small, which a malloc moves to grow it:
+ * refused before the move, it stays cached where it was. */
+Test(huge, a_cached_block_whose_move_finds_no_registry_room_stays_cached) {
+  char *p = big(6 * MiB);
+  void *wall = block_after(p, 6 * MiB);
+  ebb_free(p);
+  fake_far_maps = 1;
+  fake_fail_leaves = 1;
+  char *q = ebb_malloc(12 * MiB);
+  cr_assert_not_null(q);
+  cr_assert_eq(fake_refused, 1, "the leaf was refused");
+  cr_assert_eq(fake_moves, 0);
+  cr_assert_eq(huge_cache_bytes(), 6 * MiB, "the block stayed in the cache");
+  cr_assert(mapped_at(p));
+  cr_assert_eq((unsigned char)p[6 * MiB - 1], 0x5a);
+  memset(q, 2, 12 * MiB);
+  ebb_free(q);
+  munmap(wall, 4096);
 }
 
 /* ---------------------------------------------------------------- first-class arenas */
