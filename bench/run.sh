@@ -75,39 +75,7 @@ parse_args() {
 
 # ------------------------------------------------------------------ allocators
 
-# Path of a shared library known to the dynamic linker, or empty.
-find_lib() {
-  local path
-  path=$(ldconfig -p 2>/dev/null | awk -v n="$1" '$1 == n { print $NF; exit }')
-  [ -z "$path" ] && for d in /usr/lib/x86_64-linux-gnu /lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib; do
-    [ -e "$d/$1" ] && { path=$d/$1; break; }
-  done
-  echo "$path"
-}
-
-# The environment (VAR=value words) that makes a process use allocator $1.
-# The two tuned glibc settings are the usual embedder fixes: never trim the heap
-# top and keep 64 MiB of pad, or keep 16 MiB of pad and serve up to 8 MiB from the heap.
-alloc_env() {
-  local lib=""
-  case "$1" in
-    glibc) echo "" ;;
-    glibc-notrim) echo "GLIBC_TUNABLES=glibc.malloc.trim_threshold=18446744073709551615:glibc.malloc.top_pad=67108864" ;;
-    glibc-mmap8m) echo "GLIBC_TUNABLES=glibc.malloc.top_pad=16777216:glibc.malloc.mmap_threshold=8388608" ;;
-    jemalloc | jemalloc-bg) lib=$(find_lib libjemalloc.so.2) ;;
-    mimalloc) lib=$(find_lib libmimalloc.so.2) ;;
-    tcmalloc) lib=$(find_lib libtcmalloc_minimal.so.4) ;;
-    ebb | ebb-bg) [ -e "$EBB_LIB" ] && lib=$(cd "$(dirname "$EBB_LIB")" && pwd)/libebb.so ;;
-    *) echo "?"; return ;;
-  esac
-  case "$1" in glibc*) return ;; esac
-  [ -z "$lib" ] && { echo "-"; return; }
-  case "$1" in
-    jemalloc-bg) echo "LD_PRELOAD=$lib MALLOC_CONF=background_thread:true" ;;
-    ebb-bg) echo "LD_PRELOAD=$lib EBB_BACKGROUND=1" ;;
-    *) echo "LD_PRELOAD=$lib" ;;
-  esac
-}
+. "$HERE/allocs.sh" # find_lib, alloc_env
 
 # Keeps the allocators that exist; says why for the others. ENV_OF[a] is the
 # environment of allocator a, looked up once (ldconfig is slow enough to matter).
