@@ -237,7 +237,7 @@ static EBB_NOINLINE void free_own_slow(arena_t *a, page_t *pg, block_t *b) {
  * block whose page is neither purged nor unused to free_foreign, anything else
  * (another arena's purged or unused page) to free_block, which checks
  * everything again and names any misuse. key: the thread's free key; called
- * after owner_busy_dec. */
+ * after free_window_close. */
 EBB_INLINE void free_other(uintptr_t key, void *p, page_t *pg) {
   arena_t *a = (arena_t *)(key & ~(uintptr_t)1);
   chunk_t *c = chunk_of(p); /* computed here, off the fast path */
@@ -262,10 +262,10 @@ static EBB_NOINLINE void free_server_full(uintptr_t key, void *p, page_t *pg, ui
   arena_t *a = (arena_t *)(key - 1);
   if (relaxed_load(pg->fast_owner) == a) {
     arena_page_push(a, pg, (block_t *)p, cookie);
-    owner_busy_dec();
+    free_window_close();
     return;
   }
-  owner_busy_dec();
+  free_window_close();
   free_other(key, p, pg);
 }
 
@@ -275,7 +275,7 @@ static EBB_NOINLINE void free_server_full(uintptr_t key, void *p, page_t *pg, ui
  * ends out of line (free_server_was_empty, free_server_full), so the fast path
  * keeps only tail calls and saves no register: a server's free costs about 49
  * instructions, 58 as a call of its own (callgrind on bench/larson t1: 123 ->
- * 113 a malloc/free pair, the benchmark's own included). It ends the busy
+ * 113 a malloc/free pair, the benchmark's own included). It ends free's
  * window itself.
  *   A thread caches its own blocks only while it also frees many other
  * threads' blocks: one that frees mostly its own gains nothing from caching
@@ -303,7 +303,7 @@ EBB_INLINE void free_server(uintptr_t key, void *p, page_t *pg, uint64_t cookie)
   bool was_empty = tc->fl.free == NULL;
   freelist_push(&tc->fl, b, cookie);
   relaxed_store(tc->fl.used, room - 1);
-  owner_busy_dec(); /* the cache is the thread's alone: no taker touches it */
+  free_window_close(); /* the cache is the thread's alone: no taker touches it */
   if (unlikely(was_empty)) free_server_was_empty(a, off); /* a tail call */
 }
 
@@ -311,9 +311,9 @@ EBB_INLINE void free_server(uintptr_t key, void *p, page_t *pg, uint64_t cookie)
  * fast path (pg->fast_owner equals the thread's free key, never true in a
  * server's thread), onto the page's list; a server's thread's block into its
  * cache (free_server); the rest to free_other. The page push happens between
- * owner_busy_inc and owner_busy_dec, the key read after the first: the
+ * free_window_open and free_window_close, the key read after the first: the
  * handshake with a thread that takes back an idle owner's pages
- * (arena_reclaim_queues_locked). */
+ * (arena_reclaim_queues_locked; arena.h says why a flag and not busy). */
 EBB_INLINE void free_fast(void *p) {
   /* The block's line is read (cookie) and then written (link, cookie): fetch it
    * for writing at once, so a block last written on another core costs one
@@ -327,20 +327,21 @@ EBB_INLINE void free_fast(void *p) {
      * asked, off the path of one-unit pages */
     if (unlikely(!page_is_block(pg, p))) pg = (page_t *)((char *)pg - fast_load(pg->head_back));
     if (likely(page_is_block(pg, p) && !block_cookie_is(b, cookie))) {
-      owner_busy_inc();
+      free_window_open();
       uintptr_t key = __atomic_load_n(&arena_free_key, __ATOMIC_ACQUIRE);
       if (likely(fast_load(pg->fast_owner) == (arena_t *)key)) {
+        free_window_stretch(); /* the heavy debug build's only */
         if (arena_page_push_emptied(pg, b, cookie))
           arena_free_local_slow_leave((arena_t *)key, pg); /* a tail call; ends the window */
         else
-          owner_busy_dec();
+          free_window_close();
         return;
       }
       if (key & 1) {
         free_server(key, p, pg, cookie); /* a tail call; ends the window */
         return;
       }
-      owner_busy_dec();
+      free_window_close();
       free_other(key, p, pg);
       return;
     }

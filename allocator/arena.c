@@ -637,7 +637,7 @@ void arena_free_local_slow(arena_t *a, page_t *pg) {
 
 EBB_NOINLINE void arena_free_local_slow_leave(arena_t *a, page_t *pg) {
   arena_free_local_slow(a, pg);
-  owner_busy_dec();
+  free_window_close();
 }
 
 /* Pushes the pages first..last (linked by remote_next) onto a's remote_pages. */
@@ -997,16 +997,16 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
  * a trim asks), and the caller is another thread.
  *   The handshake, an asymmetric Dekker fence (as userspace RCU and folly's
  * hazard pointers use membarrier). The owner reaches a queue page other than
- * a class's current page in two ways: free's page push, after it raised its
- * busy count and then read its free key (free_fast), and calls that
+ * a class's current page in two ways: free's page push, after it set its
+ * freeing flag and then read its free key (free_fast), and calls that
  * raise busy and wait while `reclaiming` is set (owner_enter). The taker swaps
  * the owner's free key for arena_none's, sets `reclaiming`, and fences every
- * thread (os_fence_threads). After the fence, an owner whose raise of busy
- * came before the fence point shows busy > 0 to the taker, which then leaves
- * everything as it was; any later call of the owner's reads the swapped key
- * (so free's push declines and the block goes onto its page's remote list,
- * which is made for concurrent pushes) or sees `reclaiming` and waits for the
- * lock this holds. So with busy == 0 after the fence the taker has the queue
+ * thread (os_fence_threads). After the fence, an owner whose store of the
+ * flag or raise of busy came before the fence point shows it to the taker,
+ * which then leaves everything as it was; any later call of the owner's reads
+ * the swapped key (so free's push declines and the block goes onto its page's
+ * remote list, which is made for concurrent pushes) or sees `reclaiming` and
+ * waits for the lock this holds. So with busy and freeing 0 after the fence the taker has the queue
  * pages to itself until it restores the key and clears `reclaiming`. The
  * malloc fast path pops only from the current page and the thread cache,
  * which this leaves alone. Without the fence (an old kernel, a seccomp
@@ -1020,13 +1020,14 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
  * worked on; `now` is the taker's clock. Returns the bytes purged. */
 static size_t arena_reclaim_queues_locked(arena_t *a, uint64_t now, uint64_t since, unsigned pages) {
   uintptr_t *keyp = a->owner_key;
-  uint32_t *busyp = a->owner_busy;
-  if (!keyp || !busyp) return 0; /* lent for one call, or its thread is leaving */
+  uint32_t *busyp = a->owner_busy, *freeingp = a->owner_freeing;
+  if (!keyp || !busyp || !freeingp) return 0; /* lent for one call, or its thread is leaving */
   uintptr_t key = __atomic_exchange_n(keyp, (uintptr_t)&arena_none, __ATOMIC_ACQ_REL);
   __atomic_store_n(&a->reclaiming, 1, __ATOMIC_RELAXED);
   size_t purged = 0;
   bool done = false;
-  if (os_fence_threads() && __atomic_load_n(busyp, __ATOMIC_ACQUIRE) == 0) {
+  if (os_fence_threads() && __atomic_load_n(busyp, __ATOMIC_ACQUIRE) == 0 &&
+      __atomic_load_n(freeingp, __ATOMIC_ACQUIRE) == 0) {
     atomic_store_explicit(&a->xfree_news, 0, memory_order_relaxed); /* each page below is watched again */
     a->reclaim_pass = now;
     unsigned budget = pages;
@@ -1241,6 +1242,7 @@ void arena_forget_owner(arena_t *a) {
   if (!a->owner_busy) return;
   spin_lock(&a->lock);
   a->owner_busy = NULL;
+  a->owner_freeing = NULL;
   a->owner_key = NULL;
   spin_unlock(&a->lock);
 }
@@ -1275,6 +1277,7 @@ void arena_fork_child(void) {
     if (a != arena_tls && (st == ARENA_OWNED || st == ARENA_PURGING)) {
       atomic_store(&a->state, ARENA_ORPHANED);
       a->owner_busy = NULL; /* their threads' owner_tls did not survive either */
+      a->owner_freeing = NULL;
       a->owner_key = NULL;
     }
   }

@@ -260,3 +260,71 @@ Test(reclaim, forced_reclaims_while_the_owner_works_lose_nothing, .timeout = 120
  * (arena_reclaim_queues_locked), and it wakes in the middle of such a take,
  * its frees going to the remote lists and its other calls waiting. */
 Test(reclaim, forced_reclaims_of_a_napping_owners_queue_pages_lose_nothing, .timeout = 120) { rc_run(1); }
+
+/* ---------------------------------------------------------------- free's window */
+
+/* Owners free their own blocks, one after another, into pages that are on
+ * their queues (neither full nor the current page), while another thread
+ * forces reclaims of those queue pages as fast as it can. free's page push
+ * runs in a window (free_window_open/close, arena.h) that a taker must see
+ * and stay out of. The window is a few instructions, and the taker's
+ * membarrier outlasts it unless the owner is preempted inside it, so there
+ * are more threads than this machine's 2 cores: three owners and the taker. */
+#define FW_OWNERS 3
+#define FW_BLOCKS 16384 /* per owner, 1 MiB of 64-byte blocks: 16 pages of the class */
+static blk_t fw_blocks[FW_OWNERS][FW_BLOCKS];
+static atomic_int fw_stop;
+static atomic_size_t fw_trims;
+
+static void *fw_owner(void *arg) {
+  size_t o = (size_t)(uintptr_t)arg;
+  blk_t *bl = fw_blocks[o];
+  rng_t r = rng_seed(91 + o);
+  uint64_t tag = 1;
+  for (size_t i = 0; i < FW_BLOCKS; i++) bl[i] = blk_new(64, tag++, "window owner");
+  size_t rounds = stress_n(2000);
+  for (size_t round = 0; round < rounds; round++) {
+    /* all but one in 128 freed, in the order they were made: the pages keep
+     * a live block and stay queued, and granules left wholly free are what a
+     * taker purges while the owner goes on pushing into the same pages */
+    size_t keep = (size_t)rng_below(&r, 128);
+    for (size_t i = 0; i < FW_BLOCKS; i++)
+      if (i % 128 != keep) blk_free(&bl[i], "window owner");
+    for (size_t i = 0; i < FW_BLOCKS; i++) {
+      if (bl[i].p)
+        blk_check(&bl[i], "window owner's live");
+      else
+        bl[i] = blk_new(64, tag++, "window owner");
+    }
+  }
+  for (size_t i = 0; i < FW_BLOCKS; i++) blk_free(&bl[i], "window owner at the end");
+  return NULL;
+}
+
+static void *fw_trimmer(void *arg) {
+  (void)arg;
+  while (!atomic_load(&fw_stop)) {
+    ebb_trim();
+    atomic_fetch_add(&fw_trims, 1);
+  }
+  return NULL;
+}
+
+Test(reclaim, forced_reclaims_racing_the_owners_own_frees_lose_nothing, .timeout = 120) {
+  atomic_store(&fw_stop, 0);
+  atomic_store(&fw_trims, 0);
+  struct ebb_stats before, after;
+  ebb_stats(&before);
+  pthread_t owner[FW_OWNERS], trimmer;
+  cr_assert_eq(pthread_create(&trimmer, NULL, fw_trimmer, NULL), 0);
+  for (size_t o = 0; o < FW_OWNERS; o++)
+    cr_assert_eq(ebb_pthread_create(&owner[o], NULL, fw_owner, (void *)(uintptr_t)o), 0);
+  for (size_t o = 0; o < FW_OWNERS; o++) cr_assert_eq(pthread_join(owner[o], NULL), 0);
+  atomic_store(&fw_stop, 1);
+  cr_assert_eq(pthread_join(trimmer, NULL), 0);
+  ebb_stats(&after);
+  cr_log_info("free's window: %zu forced purges during the owners' rounds, %.1f MiB purged",
+              atomic_load(&fw_trims), (after.purged - before.purged) / 1048576.0);
+  cr_assert_gt(atomic_load(&fw_trims), 10);
+  cr_assert_gt(after.purged, before.purged, "the trims never purged anything: the test exercised nothing");
+}
