@@ -315,10 +315,10 @@ EBB_INLINE void free_server(uintptr_t key, void *p, page_t *pg, uint64_t cookie)
  * handshake with a thread that takes back an idle owner's pages
  * (arena_reclaim_queues_locked; arena.h says why a flag and not busy). */
 EBB_INLINE void free_fast(void *p) {
-  /* The block's line is read (cookie) and then written (link, cookie): fetch it
-   * for writing at once, so a block last written on another core costs one
-   * transfer, not a shared read and then an upgrade (larson: half of free's time). */
-  prefetch_for_write(p);
+  /* No prefetchw of the block (8f4c2a4 had one, from larson t2 69 -> 73
+   * Mops/s in one window on an AMD EPYC VM): on the Intel Xeon VM, builds
+   * interleaved, without it larson t2 is 2.5-5 % faster (medians of 9 and 7),
+   * bench/prodcons 6 %, glibc-thread and glibc-simple the same. */
   if (likely(registry_in_chunk(p))) { /* never for NULL */
     page_t *pg = chunk_unit_page(chunk_of(p), p);
     block_t *b = p;

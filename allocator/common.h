@@ -36,15 +36,6 @@
 #define align_up(x, a) (((x) + ((a)-1)) & ~((uintptr_t)(a)-1))
 #define align_down(x, a) ((x) & ~((uintptr_t)(a)-1))
 
-/* Fetches p's cache line in a state that allows writing. On x86-64, prefetchw
- * (0F 0D /1) executes on every processor (older Intel ones treat it as a NOP);
- * GCC emits it for __builtin_prefetch(p, 1) only when told the CPU has it. */
-#if defined(__x86_64__)
-#define prefetch_for_write(p) __asm__ volatile("prefetchw %0" : : "m"(*(const char *)(p)))
-#else
-#define prefetch_for_write(p) __builtin_prefetch((p), 1)
-#endif
-
 /* Fields that one thread writes while others may read them without a lock (a
  * page's geometry, read by other threads' frees and by ebb_owns; counters read
  * by ebb_stats) are accessed as relaxed atomics: the same plain moves on
