@@ -1006,10 +1006,10 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
  * which then leaves everything as it was; any later call of the owner's reads
  * the swapped key (so free's push declines and the block goes onto its page's
  * remote list, which is made for concurrent pushes) or sees `reclaiming` and
- * waits for the lock this holds. So with busy and freeing 0 after the fence the taker has the queue
- * pages to itself until it restores the key and clears `reclaiming`. The
- * malloc fast path pops only from the current page and the thread cache,
- * which this leaves alone. Without the fence (an old kernel, a seccomp
+ * waits for the lock this holds. So with busy and freeing 0 after the fence
+ * the taker has the queue pages to itself until it restores the key and
+ * clears `reclaiming`. The malloc fast path pops only from the current page
+ * and the thread cache, which this leaves alone. Without the fence (an old kernel, a seccomp
  * filter) nothing is taken.
  *   On each queue page but the current ones: remote frees are collected; a
  * page with no live block goes back to its chunk, dirty since `since`; one
@@ -1019,15 +1019,15 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
  * another pass (a->xfree_news, global_purge). At most `pages` pages are
  * worked on; `now` is the taker's clock. Returns the bytes purged. */
 static size_t arena_reclaim_queues_locked(arena_t *a, uint64_t now, uint64_t since, unsigned pages) {
-  uintptr_t *keyp = a->owner_key;
-  uint32_t *busyp = a->owner_busy, *freeingp = a->owner_freeing;
-  if (!keyp || !busyp || !freeingp) return 0; /* lent for one call, or its thread is leaving */
+  owner_tls_t *ot = a->owner;
+  if (!ot) return 0; /* lent for one call, or its thread is leaving */
+  uintptr_t *keyp = &ot->free_key;
   uintptr_t key = __atomic_exchange_n(keyp, (uintptr_t)&arena_none, __ATOMIC_ACQ_REL);
   __atomic_store_n(&a->reclaiming, 1, __ATOMIC_RELAXED);
   size_t purged = 0;
   bool done = false;
-  if (os_fence_threads() && __atomic_load_n(busyp, __ATOMIC_ACQUIRE) == 0 &&
-      __atomic_load_n(freeingp, __ATOMIC_ACQUIRE) == 0) {
+  if (os_fence_threads() && __atomic_load_n(&ot->busy, __ATOMIC_ACQUIRE) == 0 &&
+      __atomic_load_n(&ot->freeing, __ATOMIC_ACQUIRE) == 0) {
     atomic_store_explicit(&a->xfree_news, 0, memory_order_relaxed); /* each page below is watched again */
     a->reclaim_pass = now;
     unsigned budget = pages;
@@ -1239,11 +1239,9 @@ arena_t *arena_claim(int from, int to) {
 }
 
 void arena_forget_owner(arena_t *a) {
-  if (!a->owner_busy) return;
+  if (!a->owner) return;
   spin_lock(&a->lock);
-  a->owner_busy = NULL;
-  a->owner_freeing = NULL;
-  a->owner_key = NULL;
+  a->owner = NULL;
   spin_unlock(&a->lock);
 }
 
@@ -1276,9 +1274,7 @@ void arena_fork_child(void) {
     int st = atomic_load(&a->state);
     if (a != arena_tls && (st == ARENA_OWNED || st == ARENA_PURGING)) {
       atomic_store(&a->state, ARENA_ORPHANED);
-      a->owner_busy = NULL; /* their threads' owner_tls did not survive either */
-      a->owner_freeing = NULL;
-      a->owner_key = NULL;
+      a->owner = NULL; /* their threads' owner_tls did not survive either */
     }
   }
 }

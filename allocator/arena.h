@@ -77,12 +77,10 @@ typedef struct arena {
   _Atomic size_t dirty;           /* bytes of free units still resident */
   _Atomic size_t purged;          /* bytes returned to the kernel, cumulative */
   /* The handshake that lets another thread take back an idle owner's queue
-   * pages (arena_reclaim_queues_locked): the owner's owner_tls fields, set
-   * while the arena is OWNED (under the lock, which the taker holds), and
-   * whether a taker is at work. */
-  uint32_t *owner_busy;
-  uint32_t *owner_freeing;
-  uintptr_t *owner_key;
+   * pages (arena_reclaim_queues_locked): the owner's owner_tls, set while
+   * the arena is OWNED (under the lock, which the taker holds), and whether
+   * a taker is at work. */
+  struct owner_tls *owner;
   uint8_t reclaiming;
   uint64_t reclaimed_at; /* the owner's clock (a->now) when a taker last went over its queues */
   uint64_t reclaim_pass; /* the taker's clock then (ms) */
@@ -101,7 +99,7 @@ extern arena_t arena_none;
  * 0 set while the thread is a server's (tc_server), so that one compare both
  * finds "my page, nothing special" and keeps a server's thread off the page
  * push, with no test of its own on the common thread's path. */
-typedef struct {
+typedef struct owner_tls {
   uintptr_t free_key; /* that key; written atomically, since another thread swaps it (below) */
   uint32_t busy;      /* nesting depth of calls that may touch the thread's own pages (below) */
   uint32_t freeing;   /* 1 inside free's page-push window (free_window_open, below) */

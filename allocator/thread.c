@@ -91,9 +91,7 @@ void thread_process_init(void) {
  * memory outlives the thread (thread_keyed_at_start). */
 static void thread_show_owner(arena_t *a) {
   spin_lock(&a->lock);
-  a->owner_busy = &owner_tls.busy;
-  a->owner_freeing = &owner_tls.freeing;
-  a->owner_key = &owner_tls.free_key;
+  a->owner = &owner_tls;
   spin_unlock(&a->lock);
 }
 

@@ -20,8 +20,8 @@
 # their rate (larson, xmalloc-test, rptest, glibc-thread), whose time is the
 # "relative time" bench.sh derives from their output. Wall time is read from bash's
 # EPOCHREALTIME (microseconds) around the run: GNU time's %e has 10 ms steps, and
-# mstressN runs for about 50 ms here, so its ratios moved by 20 % a step. The outer loop is the run, the
-# allocator order rotates each run. sh6bench, sh8bench and the others that bench.sh
+# mstressN runs for about 50 ms here, so its ratios moved by 20 % a step. The outer
+# loop is the run, the allocator order rotates each run. sh6bench, sh8bench and the others that bench.sh
 # downloads separately are not built.
 set -u -o pipefail
 
