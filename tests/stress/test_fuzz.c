@@ -273,11 +273,20 @@ static size_t fz_align(rng_t *r) {
   return (size_t)128 << 10 << rng_below(r, 7);        /* 128 KiB .. 8 MiB: own mappings */
 }
 
+/* A live first-class arena of this thread, or -1 if it has none; k: where the
+ * search starts. */
+static int fz_live_own_arena(fz_thread_t *t, int k) {
+  int base = t->id * FZ_ARENAS;
+  for (int i = 0; i < FZ_ARENAS; i++)
+    if (fz_arena_rec(base + (k + i) % FZ_ARENAS)->a) return base + (k + i) % FZ_ARENAS;
+  return -1;
+}
+
 /* A live first-class arena of this thread, creating one if it has none. */
 static int fz_own_arena(fz_thread_t *t) {
   int base = t->id * FZ_ARENAS, k = (int)rng_below(&t->r, FZ_ARENAS);
-  for (int i = 0; i < FZ_ARENAS; i++)
-    if (fz_arena_rec(base + (k + i) % FZ_ARENAS)->a) return base + (k + i) % FZ_ARENAS;
+  int live = fz_live_own_arena(t, k);
+  if (live >= 0) return live;
   fz_arena_t *ar = fz_arena_rec(base + k);
   pthread_rwlock_wrlock(&ar->lock);
   ar->a = ebb_arena_create();
@@ -353,10 +362,18 @@ static void fz_free(fz_thread_t *t, fz_blk_t *b) {
     if (q) fz_die(t, b, "ebb_realloc(p, 0) returned %p, not NULL", q);
     errno = FZ_ERRNO_MARK; /* promised of free only */
   } else {
-    fz_arena_t *ar = fz_arena_rec(fz_own_arena(t));
-    void *q = ebb_arena_realloc(ar->a, b->p, 0);
-    if (q) fz_die(t, b, "ebb_arena_realloc(a, p, 0) returned %p, not NULL", q);
-    errno = FZ_ERRNO_MARK;
+    /* Only an arena this thread has already: creating one takes its record's
+     * write lock while b's pin holds another's read lock, and two threads
+     * doing that with each other's blocks wait for each other (TSan reported
+     * the lock-order inversion). */
+    int own = fz_live_own_arena(t, (int)rng_below(&t->r, FZ_ARENAS));
+    if (own < 0) {
+      ebb_free(b->p);
+    } else {
+      void *q = ebb_arena_realloc(fz_arena_rec(own)->a, b->p, 0);
+      if (q) fz_die(t, b, "ebb_arena_realloc(a, p, 0) returned %p, not NULL", q);
+      errno = FZ_ERRNO_MARK;
+    }
   }
   if (errno != FZ_ERRNO_MARK) fz_die(t, b, "free changed errno to %d", errno);
   fz_unpin(arena);
@@ -378,14 +395,15 @@ static void fz_realloc(fz_thread_t *t, fz_blk_t *b) {
   uint64_t x = rng_below(r, 10);
   int how, target = -1;
   void *q;
-  if (x < 6) {
+  if (x >= 8) /* only an arena the thread has already: see fz_free */
+    target = fz_live_own_arena(t, (int)rng_below(r, FZ_ARENAS));
+  if (x < 6 || (x >= 8 && target < 0)) {
     how = FZ_REALLOC, q = ebb_realloc(old.p, size);
   } else if (x < 8) {
     size_t n = 1 + (size_t)rng_below(r, 4);
     size = (size + n - 1) / n * n;
     how = FZ_REALLOCARRAY, q = ebb_reallocarray(old.p, n, size / n);
   } else {
-    target = fz_own_arena(t);
     how = FZ_ARENA_REALLOC, q = ebb_arena_realloc(fz_arena_rec(target)->a, old.p, size);
   }
   if (!q) fz_die(t, &old, "%s(p, %zu) returned NULL", fz_how_name[how], size);
