@@ -653,9 +653,9 @@ static void page_take_over(arena_t *a, page_t *pg, page_t *d) {
  * overflow page as the class's page for the next request: it handed out the
  * few blocks the request had used, then blocks untouched since the request
  * before, while the full page's blocks, all just written, went unused until
- * the overflow page ran dry. Per request 279 KiB of the ~820 KiB of 16-512 B
- * blocks were memory the request before had not touched (tcmalloc's LIFO
- * lists: 35 KiB), and bench/churn --gap-ms 0 took 6 % longer. jemalloc keeps
+ * the overflow page ran dry. bench/churn --gap-ms 0 --reuse 1 counted 268 KiB a
+ * request of the ~820 KiB of 16-512 B blocks that the request before had not
+ * touched (now 35; tcmalloc's LIFO lists 34), and the request took 6 % longer. jemalloc keeps
  * its current slab the lowest non-full one (arena_bin_lower_slab) for the
  * same reason; switching on every free into a full page, as it does, cost
  * bench/loop --min 4097 --max 8192 20 % more instructions here. */
