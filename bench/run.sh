@@ -14,7 +14,7 @@
 #          non-zero if any program fails or is not served by the allocator asked for
 #          (make test)
 # Workloads: churn render floor prover growth larson prodcons loop (loop includes the
-# callgrind instruction count) bigbuf reqarena heap. Allocators: glibc glibc-notrim
+# callgrind instruction count, larson the cachegrind cache-miss count) bigbuf reqarena heap. Allocators: glibc glibc-notrim
 # glibc-mmap8m jemalloc jemalloc-bg mimalloc tcmalloc ebb ebb-bg. One that is not
 # installed is skipped with a message.
 #
@@ -23,7 +23,8 @@
 # repetition, so slow drift of a noisy machine spreads over all allocators. The floor
 # workload samples RSS for 15 s and dominates the wall time, so it runs --floor-runs
 # times (default 1; quick 3 of 2 s): RSS after a fixed sequence of frees varies far
-# less than timings do. Callgrind counts are deterministic and run once.
+# less than timings do. Valgrind's counts (callgrind, cachegrind) are deterministic and
+# run once; --callgrind 0 skips both.
 #
 # Output: a line before the start with the number of runs and the estimated time, a
 # progress line per run with the time so far and the ETA (estimated from the runs of
@@ -36,6 +37,10 @@ set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=$HERE/build
 EBB_LIB=$HERE/../build/libebb.so
+# The cache cachegrind simulates for larson/cachegrind (run_counts), fixed so that
+# the counts do not depend on the host.
+CACHEGRIND_D1=32768,8,64
+CACHEGRIND_SIM="a 32 KiB 8-way L1 data cache, 64 B lines"
 
 MODE=full
 WORKLOADS="churn render floor prover growth larson prodcons loop bigbuf reqarena heap"
@@ -124,9 +129,10 @@ cases() {
     full:growth) echo "realloc|--cycles 4" ;;
     quick:growth) echo "realloc|--cycles 3" ;;
     smoke:growth) echo "realloc|--cycles 1 --max-mb 4" ;;
-    full:larson) printf '%s\n' "t1|--threads 1 --ms 200" "t2|--threads 2 --ms 200" "t4|--threads 4 --ms 200" ;;
-    quick:larson) echo "t2|--threads 2 --ms 200" ;;
-    smoke:larson) echo "t2|--threads 2 --ms 50" ;;
+    full:larson) printf '%s\n' "t1|--threads 1 --ms 200" "t2|--threads 2 --ms 200" "t4|--threads 4 --ms 200" \
+                   "cachegrind|100000 300000" ;;
+    quick:larson) printf '%s\n' "t2|--threads 2 --ms 200" "cachegrind|50000 150000" ;;
+    smoke:larson) printf '%s\n' "t2|--threads 2 --ms 50" "cachegrind|2000 4000" ;;
     full:prodcons) printf '%s\n' "p1|--pairs 1 --ms 300" "p2|--pairs 2 --ms 300" ;;
     quick:prodcons) echo "p1|--pairs 1 --ms 200" ;;
     smoke:prodcons) echo "p1|--pairs 1 --ms 30" ;;
@@ -162,7 +168,7 @@ cases() {
 case_runs() {
   case "$1:$2" in
     floor:*) echo "$FLOOR_RUNS" ;;
-    loop:callgrind) [ "$CALLGRIND" = 1 ] && echo 1 || echo 0 ;;
+    loop:callgrind | larson:cachegrind) [ "$CALLGRIND" = 1 ] && echo 1 || echo 0 ;;
     *) echo "$RUNS" ;;
   esac
 }
@@ -202,6 +208,13 @@ case_label() {
     echo "instructions per malloc/free pair: callgrind counts of loop with $1 and $2 pairs, (Ir($2) − Ir($1)) / $(($2 - $1))"
     return
   fi
+  if [ "$wl:$cs" = larson:cachegrind ]; then
+    load_params larson ""
+    # shellcheck disable=SC2086
+    set -- $args
+    echo "instructions and L1 data-cache misses (reads, writes) per malloc/free pair of larson, 1 thread, ${P[slots]} slots of ${P[min]}–${P[max]} B: cachegrind ($CACHEGRIND_SIM) counts with $1 and $2 pairs, (n($2) − n($1)) / $(($2 - $1))"
+    return
+  fi
   load_params "$wl" "$args"
   case $wl in
     churn) echo "${P[gap-ms]} ms between requests, $(pl "${P[cycles]}" request) measured after ${P[warmup]} warm-up; each a ${P[ctx-kb]} KiB context + ${P[small]} blocks of 16–512 B + ${P[medium]} of 4–64 KiB" ;;
@@ -230,6 +243,7 @@ case_label() {
 # folder) says better.
 guess_ms() {
   [ "$1:$2" = loop:callgrind ] && { echo 6000; return; }
+  [ "$1:$2" = larson:cachegrind ] && { echo 3000; return; }
   load_params "$1" "$3"
   local t=${P[ms]:-0} gap=${P[gap-ms]:-0} cycles=${P[cycles]:-0} idle=${P[idle-ms]:-0} rounds=${P[rounds]:-0}
   case $1 in
@@ -384,33 +398,51 @@ check_run() {
   fi
 }
 
-# Instructions per malloc/free pair of loop under callgrind (case $1, allocator $2):
-# the difference between two iteration counts, so start-up and tear-down cancel out.
-run_callgrind() {
-  local i=$1 alloc=$2 n1 n2 ir1="" ir2="" ir served rc=0 n t0
+# Valgrind's counts per malloc/free pair (case $1, allocator $2), each the
+# difference between two runs with N1 and N2 pairs (the case's arguments), so
+# start-up and tear-down cancel out: loop/callgrind counts instructions,
+# larson/cachegrind instructions and L1 data-cache read and write misses of larson
+# with one thread (cachegrind simulates one cache, so only a single thread means
+# anything), in the fixed simulated cache CACHEGRIND_D1.
+run_counts() {
+  local i=$1 alloc=$2 wl=${C_WL[$1]} cs=${C_CS[$1]} n1 n2 served rc=0 n t0 out1="" out2="" m per
   read -r n1 n2 <<<"${C_ARGS[i]}"
   t0=$(now_ms)
   for n in "$n1" "$n2"; do
     # shellcheck disable=SC2086  # the env words are meant to split
-    env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND ${ENV_OF[$alloc]} \
-      timeout -s KILL 300 valgrind --tool=callgrind --callgrind-out-file=/dev/null "$BIN/loop" --iters "$n" \
-      >"$OUT/.out" 2>"$OUT/.out.err" || rc=$?
-    { echo "### loop/callgrind $alloc iters $n rc=$rc"; cat "$OUT/.out" "$OUT/.out.err"; } >>"$OUT/raw.log"
-    ir=$(awk '/Collected :/ { print $NF }' "$OUT/.out.err")
-    if [ "$n" = "$n1" ]; then ir1=$ir; else ir2=$ir; fi
+    if [ "$cs" = callgrind ]; then
+      env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND ${ENV_OF[$alloc]} \
+        timeout -s KILL 300 valgrind --tool=callgrind --callgrind-out-file=/dev/null "$BIN/loop" --iters "$n" \
+        >"$OUT/.out" 2>"$OUT/.out.err" || rc=$?
+    else
+      env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND ${ENV_OF[$alloc]} \
+        timeout -s KILL 300 valgrind --tool=cachegrind --cache-sim=yes --D1=$CACHEGRIND_D1 --cachegrind-out-file=/dev/null \
+        "$BIN/larson" --threads 1 --pairs "$n" >"$OUT/.out" 2>"$OUT/.out.err" || rc=$?
+    fi
+    { echo "### $wl/$cs $alloc pairs $n rc=$rc"; cat "$OUT/.out" "$OUT/.out.err"; } >>"$OUT/raw.log"
+    # "ir_per_pair=<count>" and so on, one word per metric (commas out of the numbers)
+    # (callgrind prints its count twice, as "Collected :" and "I refs:")
+    m=$(awk '/I +refs:/ { gsub(/,/, "", $NF); ir = $NF }
+             /D1 +misses:/ { gsub(/[,()]/, ""); for (k = 1; k <= NF; k++) { if ($k == "rd") r = $(k - 1); if ($k == "wr") w = $(k - 1) } }
+             END { if (ir != "") printf "ir_per_pair=%s ", ir
+                   if (r != "") printf "d1_read_misses_per_pair=%s d1_write_misses_per_pair=%s ", r, w }' "$OUT/.out.err")
+    if [ "$n" = "$n1" ]; then out1=$m; else out2=$m; fi
   done
   done_run "$i" "$t0" "$alloc"
   served=$(awk '/^bench=/ { for (i = 1; i <= NF; i++) if ($i ~ /^served=/) print substr($i, 8) }' "$OUT/.out")
-  if [ "$rc" = 0 ] && [ -n "$ir1" ] && [ -n "$ir2" ]; then
-    local per
-    per=$(awk -v a="$ir1" -v b="$ir2" -v n1="$n1" -v n2="$n2" 'BEGIN { printf "%.1f", (b - a) / (n2 - n1) }')
-    echo "loop,callgrind,$alloc,1,$served,ir_per_pair,$per" >>"$OUT/results.csv"
-    progress "loop/callgrind $alloc ir_per_pair=$per"
+  per=$(awk -v a="$out1" -v b="$out2" -v n1="$n1" -v n2="$n2" 'BEGIN {
+          na = split(a, x, " "); nb = split(b, y, " ")
+          if (na == 0 || na != nb) exit
+          for (k = 1; k <= na; k++) { split(x[k], p, "="); split(y[k], q, "=")
+            printf "%s=%.*f ", p[1], (p[1] == "ir_per_pair" ? 1 : 3), (q[2] - p[2]) / (n2 - n1) } }')
+  if [ "$rc" = 0 ] && [ -n "$per" ]; then
+    for m in $per; do echo "$wl,$cs,$alloc,1,$served,${m%%=*},${m#*=}" >>"$OUT/results.csv"; done
+    progress "$wl/$cs $alloc ${per% }"
   else
     [ "$rc" = 0 ] && rc=1
-    progress "loop/callgrind $alloc failed"
+    progress "$wl/$cs $alloc failed"
   fi
-  check_run "loop/callgrind $alloc" "$rc" "$served" "$alloc" "$OUT/.out.err"
+  check_run "$wl/$cs $alloc" "$rc" "$served" "$alloc" "$OUT/.out.err"
 }
 
 run_all() {
@@ -420,8 +452,10 @@ run_all() {
     for i in "${!C_WL[@]}"; do
       [ "$rep" -le "${C_RUNS[i]}" ] || continue
       for alloc in $(rotated $((rep - 1))); do
-        if [ "${C_WL[i]}:${C_CS[i]}" = loop:callgrind ]; then run_callgrind "$i" "$alloc"
-        else run_one "$i" "$alloc" "$rep"; fi
+        case "${C_WL[i]}:${C_CS[i]}" in
+          loop:callgrind | larson:cachegrind) run_counts "$i" "$alloc" ;;
+          *) run_one "$i" "$alloc" "$rep" ;;
+        esac
       done
     done
   done
@@ -538,7 +572,7 @@ main() {
   fi
   select_allocators
   if [ "$CALLGRIND" = 1 ] && ! command -v valgrind >/dev/null 2>&1; then
-    echo "run.sh: valgrind not found, skipping the callgrind counts" >&2
+    echo "run.sh: valgrind not found, skipping the callgrind and cachegrind counts" >&2
     CALLGRIND=0
   fi
   local link=""
@@ -554,7 +588,7 @@ main() {
   local runs="$RUNS runs per cell"
   [ "$FLOOR_RUNS" != "$RUNS" ] && case " $WORKLOADS " in *" floor "*) runs="$runs (floor $FLOOR_RUNS)" ;; esac
   echo "run.sh: $MODE: $NTOTAL runs: ${#C_WL[@]} cases × $NALLOC allocators, $runs$(
-    case " $WORKLOADS " in *" loop "*) [ "$CALLGRIND" = 1 ] && echo ", callgrind once" || echo ", callgrind off" ;; esac)"
+    case " $WORKLOADS " in *" loop "* | *" larson "*) [ "$CALLGRIND" = 1 ] && echo ", valgrind counts once" || echo ", valgrind counts off" ;; esac)"
   echo "run.sh: workloads: $WORKLOADS; allocators: $ALLOCATORS"
   echo "run.sh: estimated time $(fmt_eta "$(eta_ms)"), $GUESS_FROM; results in $OUT"
   run_all

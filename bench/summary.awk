@@ -23,12 +23,13 @@ BEGIN {
     if (++cl == 1) continue
     split(line, c, "\t")
     cwc = c[1] SUBSEP c[2]; clabel[cwc] = c[5]; cruns[cwc] = c[3]; corder[++ncases] = cwc
-    if (c[1] == "loop" && c[2] == "callgrind") has_callgrind_case = 1
-    if (c[1] == "loop") has_loop = 1
+    if (k_counted(cwc)) has_counted_case = 1
+    if (c[1] == "loop" || c[1] == "larson") has_counted_wl = 1
   }
   split("churn:us_per_cycle churn:faults_per_cycle churn:rss_kb render:us_per_cycle floor:end_kb " \
         "prover:floor_kb prover:peak_kb prover:rounds_per_s growth:ms_per_cycle growth:faults_per_cycle growth:first_faults " \
-        "larson:mops_per_s prodcons:mops_per_s loop:ns_per_pair loop:ir_per_pair bigbuf:us_per_op bigbuf:faults_per_op " \
+        "larson:mops_per_s larson:ir_per_pair larson:d1_read_misses_per_pair larson:d1_write_misses_per_pair " \
+        "prodcons:mops_per_s loop:ns_per_pair loop:ir_per_pair bigbuf:us_per_op bigbuf:faults_per_op " \
         "reqarena:us_per_req reqarena:faults_per_req heap:ns_per_malloc heap:faults_per_mb heap:peak_rss_kb", H, " ")
   # Titles say what a workload is; the sizes, counts and times of each case are in
   # its label (cases.tsv), which run.sh makes from the arguments it ran it with.
@@ -206,24 +207,25 @@ function runs_text(n, wc,    i, j, m, a, got, fewer) {
     m = metrics[wc, j]
     for (i = 1; i <= nalloc; i++) { a = A[i]; if ((wc, m, a) in cnt && cnt[wc, m, a] < n + 0) fewer = 1 }
   }
-  if (k_callgrind(wc)) return "one count per allocator (deterministic)"
+  if (k_counted(wc)) return "one count per allocator (deterministic)"
   return n " run" (n == 1 ? "" : "s") " per allocator" (fewer ? ", fewer with results in some cells (see raw.log)" : "")
 }
-function k_callgrind(wc) { return wc == "loop" SUBSEP "callgrind" }
-# "Runs per cell: 3 (floor: 1); loop/callgrind: ..." from the planned runs of the cases.
+# valgrind's counts, run once: loop/callgrind and larson/cachegrind
+function k_counted(wc) { return wc == "loop" SUBSEP "callgrind" || wc == "larson" SUBSEP "cachegrind" }
+# "Runs per cell: 3 (floor: 1); valgrind counts: ..." from the planned runs of the cases.
 function runs_line(    i, wc, k, n, cntv, best, s, wl, ex, seenwl) {
-  for (i = 1; i <= ncases; i++) { wc = corder[i]; if (!k_callgrind(wc)) cntv[cruns[wc]]++ }
+  for (i = 1; i <= ncases; i++) { wc = corder[i]; if (!k_counted(wc)) cntv[cruns[wc]]++ }
   best = ""
   for (n in cntv) if (best == "" || cntv[n] > cntv[best]) best = n
   s = "Runs per cell: " (best == "" ? "none" : best)
   ex = ""
   for (i = 1; i <= ncases; i++) {
     wc = corder[i]; split(wc, k, SUBSEP)
-    if (k_callgrind(wc) || cruns[wc] == best || (k[1] in seenwl)) continue
+    if (k_counted(wc) || cruns[wc] == best || (k[1] in seenwl)) continue
     seenwl[k[1]] = 1; ex = ex (ex == "" ? "" : ", ") k[1] ": " cruns[wc]
   }
   if (ex != "") s = s " (" ex ")"
-  if (has_loop) s = s "; callgrind instruction counts: " (has_callgrind_case ? "one per allocator" : "off")
+  if (has_counted_wl) s = s "; valgrind counts (callgrind, cachegrind): " (has_counted_case ? "one per allocator" : "off")
   if (nalloc > 1 && best + 0 > 1) s = s "; allocators interleaved, their order rotated each repetition"
   return s "."
 }
