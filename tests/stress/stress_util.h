@@ -178,6 +178,22 @@ static inline size_t stress_n(size_t n) {
   return v ? v : 1;
 }
 
+/* STRESS_TSAN: built with ThreadSanitizer (clang's or gcc's), which runs a
+ * test 10-30 times slower; a test whose work is sized for the release build
+ * divides it by STRESS_TSAN_DIV there, to stay well inside its timeout. */
+#if defined(__SANITIZE_THREAD__)
+#define STRESS_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define STRESS_TSAN 1
+#endif
+#endif
+#ifdef STRESS_TSAN
+#define STRESS_TSAN_DIV 8
+#else
+#define STRESS_TSAN_DIV 1
+#endif
+
 /* Failures in worker threads cannot use Criterion's assertions (they longjmp
  * within the calling thread), and the heap may be corrupt: format on the stack,
  * write to fd 2, abort. Criterion reports the test as crashed. */
