@@ -37,9 +37,11 @@ set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=$HERE/build
 EBB_LIB=$HERE/../build/libebb.so
-# The cache cachegrind simulates for larson/cachegrind (run_counts), fixed so that
-# the counts do not depend on the host.
+# The caches cachegrind simulates for larson/cachegrind (run_counts), all three
+# fixed so that the counts do not depend on the host (nor on valgrind's reading of
+# its cache sizes, which some CPUs leave it to guess); only L1d's are reported.
 CACHEGRIND_D1=32768,8,64
+CACHEGRIND_OTHERS="--I1=32768,8,64 --LL=8388608,16,64"
 CACHEGRIND_SIM="a 32 KiB 8-way L1 data cache, 64 B lines"
 
 MODE=full
@@ -416,7 +418,7 @@ run_counts() {
         >"$OUT/.out" 2>"$OUT/.out.err" || rc=$?
     else
       env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND ${ENV_OF[$alloc]} \
-        timeout -s KILL 300 valgrind --tool=cachegrind --cache-sim=yes --D1=$CACHEGRIND_D1 --cachegrind-out-file=/dev/null \
+        timeout -s KILL 300 valgrind --tool=cachegrind --cache-sim=yes --D1=$CACHEGRIND_D1 $CACHEGRIND_OTHERS --cachegrind-out-file=/dev/null \
         "$BIN/larson" --threads 1 --pairs "$n" >"$OUT/.out" 2>"$OUT/.out.err" || rc=$?
     fi
     { echo "### $wl/$cs $alloc pairs $n rc=$rc"; cat "$OUT/.out" "$OUT/.out.err"; } >>"$OUT/raw.log"
