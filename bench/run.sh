@@ -37,12 +37,15 @@ set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BIN=$HERE/build
 EBB_LIB=$HERE/../build/libebb.so
-# The caches cachegrind simulates for larson/cachegrind (run_counts), all three
-# fixed so that the counts do not depend on the host (nor on valgrind's reading of
-# its cache sizes, which some CPUs leave it to guess); only L1d's are reported.
+# The cases counted under valgrind, once each (run_counts): workload -> case.
+declare -A COUNTED=([loop]=callgrind [larson]=cachegrind)
+is_counted() { [ "${COUNTED[$1]:-}" = "$2" ]; }
+# The caches cachegrind simulates for larson/cachegrind, all three fixed so that
+# the counts do not depend on the host (nor on valgrind's reading of its cache
+# sizes, which some CPUs leave it to guess); only L1d's (size, ways, line) are reported.
 CACHEGRIND_D1=32768,8,64
-CACHEGRIND_OTHERS="--I1=32768,8,64 --LL=8388608,16,64"
-CACHEGRIND_SIM="a 32 KiB 8-way L1 data cache, 64 B lines"
+CACHEGRIND_SIM=$(IFS=, read -r d1_bytes d1_ways d1_line <<<"$CACHEGRIND_D1"
+  echo "a $((d1_bytes / 1024)) KiB $d1_ways-way L1 data cache, $d1_line B lines")
 
 MODE=full
 WORKLOADS="churn render floor prover growth larson prodcons loop bigbuf reqarena heap"
@@ -170,8 +173,7 @@ cases() {
 case_runs() {
   case "$1:$2" in
     floor:*) echo "$FLOOR_RUNS" ;;
-    loop:callgrind | larson:cachegrind) [ "$CALLGRIND" = 1 ] && echo 1 || echo 0 ;;
-    *) echo "$RUNS" ;;
+    *) if is_counted "$1" "$2"; then [ "$CALLGRIND" = 1 ] && echo 1 || echo 0; else echo "$RUNS"; fi ;;
   esac
 }
 
@@ -405,22 +407,22 @@ check_run() {
 # start-up and tear-down cancel out: loop/callgrind counts instructions,
 # larson/cachegrind instructions and L1 data-cache read and write misses of larson
 # with one thread (cachegrind simulates one cache, so only a single thread means
-# anything), in the fixed simulated cache CACHEGRIND_D1.
+# anything), in the fixed simulated caches above.
 run_counts() {
   local i=$1 alloc=$2 wl=${C_WL[$1]} cs=${C_CS[$1]} n1 n2 served rc=0 n t0 out1="" out2="" m per
+  local tool=(--tool=callgrind --callgrind-out-file=/dev/null) prog=("$BIN/loop" --iters)
+  if [ "$cs" = cachegrind ]; then
+    # shellcheck disable=SC2054  # the commas are valgrind's, inside one argument
+    tool=(--tool=cachegrind --cache-sim=yes --D1="$CACHEGRIND_D1" --I1=32768,8,64 --LL=8388608,16,64
+          --cachegrind-out-file=/dev/null)
+    prog=("$BIN/larson" --threads 1 --pairs)
+  fi
   read -r n1 n2 <<<"${C_ARGS[i]}"
   t0=$(now_ms)
   for n in "$n1" "$n2"; do
     # shellcheck disable=SC2086  # the env words are meant to split
-    if [ "$cs" = callgrind ]; then
-      env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND ${ENV_OF[$alloc]} \
-        timeout -s KILL 300 valgrind --tool=callgrind --callgrind-out-file=/dev/null "$BIN/loop" --iters "$n" \
-        >"$OUT/.out" 2>"$OUT/.out.err" || rc=$?
-    else
-      env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND ${ENV_OF[$alloc]} \
-        timeout -s KILL 300 valgrind --tool=cachegrind --cache-sim=yes --D1=$CACHEGRIND_D1 $CACHEGRIND_OTHERS --cachegrind-out-file=/dev/null \
-        "$BIN/larson" --threads 1 --pairs "$n" >"$OUT/.out" 2>"$OUT/.out.err" || rc=$?
-    fi
+    env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND ${ENV_OF[$alloc]} \
+      timeout -s KILL 300 valgrind "${tool[@]}" "${prog[@]}" "$n" >"$OUT/.out" 2>"$OUT/.out.err" || rc=$?
     { echo "### $wl/$cs $alloc pairs $n rc=$rc"; cat "$OUT/.out" "$OUT/.out.err"; } >>"$OUT/raw.log"
     # "ir_per_pair=<count>" and so on, one word per metric (commas out of the numbers)
     # (callgrind prints its count twice, as "Collected :" and "I refs:")
@@ -454,10 +456,8 @@ run_all() {
     for i in "${!C_WL[@]}"; do
       [ "$rep" -le "${C_RUNS[i]}" ] || continue
       for alloc in $(rotated $((rep - 1))); do
-        case "${C_WL[i]}:${C_CS[i]}" in
-          loop:callgrind | larson:cachegrind) run_counts "$i" "$alloc" ;;
-          *) run_one "$i" "$alloc" "$rep" ;;
-        esac
+        if is_counted "${C_WL[i]}" "${C_CS[i]}"; then run_counts "$i" "$alloc"
+        else run_one "$i" "$alloc" "$rep"; fi
       done
     done
   done
@@ -589,8 +589,10 @@ main() {
   plan
   local runs="$RUNS runs per cell"
   [ "$FLOOR_RUNS" != "$RUNS" ] && case " $WORKLOADS " in *" floor "*) runs="$runs (floor $FLOOR_RUNS)" ;; esac
+  local wl counted=""
+  for wl in $WORKLOADS; do [ -n "${COUNTED[$wl]:-}" ] && counted=1; done
   echo "run.sh: $MODE: $NTOTAL runs: ${#C_WL[@]} cases × $NALLOC allocators, $runs$(
-    case " $WORKLOADS " in *" loop "* | *" larson "*) [ "$CALLGRIND" = 1 ] && echo ", valgrind counts once" || echo ", valgrind counts off" ;; esac)"
+    [ -n "$counted" ] && { [ "$CALLGRIND" = 1 ] && echo ", valgrind counts once" || echo ", valgrind counts off"; })"
   echo "run.sh: workloads: $WORKLOADS; allocators: $ALLOCATORS"
   echo "run.sh: estimated time $(fmt_eta "$(eta_ms)"), $GUESS_FROM; results in $OUT"
   run_all

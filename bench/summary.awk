@@ -17,6 +17,8 @@
 # Every number in the text comes from these and from medians.csv, none is fixed here.
 BEGIN {
   FS = ","
+  # valgrind's counts, run once (run.sh's COUNTED): workload -> case
+  counted["loop"] = "callgrind"; counted["larson"] = "cachegrind"
   nalloc = split(allocs, A, " ")
   # The cases of the run, with their planned runs and what they did.
   while ((getline line < cases) > 0) {
@@ -24,7 +26,7 @@ BEGIN {
     split(line, c, "\t")
     cwc = c[1] SUBSEP c[2]; clabel[cwc] = c[5]; cruns[cwc] = c[3]; corder[++ncases] = cwc
     if (k_counted(cwc)) has_counted_case = 1
-    if (c[1] == "loop" || c[1] == "larson") has_counted_wl = 1
+    if (c[1] in counted) has_counted_wl = 1
   }
   split("churn:us_per_cycle churn:faults_per_cycle churn:rss_kb render:us_per_cycle floor:end_kb " \
         "prover:floor_kb prover:peak_kb prover:rounds_per_s growth:ms_per_cycle growth:faults_per_cycle growth:first_faults " \
@@ -210,8 +212,7 @@ function runs_text(n, wc,    i, j, m, a, got, fewer) {
   if (k_counted(wc)) return "one count per allocator (deterministic)"
   return n " run" (n == 1 ? "" : "s") " per allocator" (fewer ? ", fewer with results in some cells (see raw.log)" : "")
 }
-# valgrind's counts, run once: loop/callgrind and larson/cachegrind
-function k_counted(wc) { return wc == "loop" SUBSEP "callgrind" || wc == "larson" SUBSEP "cachegrind" }
+function k_counted(wc,    k) { split(wc, k, SUBSEP); return (k[1] in counted) && counted[k[1]] == k[2] }
 # "Runs per cell: 3 (floor: 1); valgrind counts: ..." from the planned runs of the cases.
 function runs_line(    i, wc, k, n, cntv, best, s, wl, ex, seenwl) {
   for (i = 1; i <= ncases; i++) { wc = corder[i]; if (!k_counted(wc)) cntv[cruns[wc]]++ }
