@@ -602,8 +602,8 @@ void *arena_malloc_aligned(arena_t *a, unsigned cls, size_t align) {
  * EBB_DECAY_MS=0, which asks for memory back at once, keeps none.
  *   Pages of more blocks rarely swing empty and full, and keeping them cost
  * RSS (mimalloc-bench glibc-thread, 16 B-1 KiB blocks: 2240 -> 2370 KB);
- * spans of several units cost faults (instance churn, one block of each of
- * ~30 classes above 8 KiB a request: 0.11-0.22 a request instead of 0.03). */
+ * spans of several units cost faults (instance churn, when its blocks above 8
+ * KiB fell into ~30 classes: 0.11-0.22 a request instead of 0.03). */
 #define SPARE_SCAN 8
 #define SPARE_MAX_BLOCKS 64
 static bool page_kept_spare(arena_t *a, page_t *pg) {

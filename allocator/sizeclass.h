@@ -1,13 +1,23 @@
 /* sizeclass.h — owns the mapping from request sizes to size classes, and each
  * class's page geometry. Pure: no state beyond a table filled once at init.
  * Classes: multiples of 16 up to 128 (the 16-byte alignment allows no finer
- * step), then 8 classes per power of two (jemalloc's spacing) up to 2 MiB, so
- * the waste is at most max(15 bytes, 12.5%) of the request. */
+ * step), then 8 classes per power of two up to 4 KiB (mimalloc's spacing), so
+ * the waste there is at most max(15 bytes, 12.5%) of the request, then 4 per
+ * power of two up to 2 MiB (jemalloc's spacing), at most 25%.
+ *   Why coarser above 4 KiB: a program's blocks of 4 KiB-2 MiB are few, so
+ * with 8 classes per doubling each class held a few of them on a page of its
+ * own, and a request rarely drew the classes the one before it had drawn.
+ * bench/churn (24 blocks of 4-64 KiB a request, 33 classes then, 17 now):
+ * 73.2 -> 70.7 us a request at gap 0, RSS 7.1 -> 5.9 MiB, and at gap 20 1.25
+ * -> 0.2 faults a request, since fewer pages sit idle long enough to be
+ * purged (the Intel Xeon VM, builds interleaved; docs/benchmarks.md). */
 #ifndef EBB_SIZECLASS_H
 #define EBB_SIZECLASS_H
 #include "common.h"
 
-#define NCLASSES 120
+#define NCLASSES 84
+#define CLASS_FINE_MAX 4096   /* the last class of the 8-per-doubling range */
+#define NCLASSES_FINE 48      /* classes up to CLASS_FINE_MAX */
 #define CLASS_MAX_SIZE ((size_t)2 << 20) /* largest block served from a chunk */
 
 typedef struct {
@@ -21,8 +31,8 @@ typedef struct {
 extern class_info_t class_info[NCLASSES];
 extern uint8_t class_small[1024 / 16 + 1]; /* class of sizes up to 1 KiB, by (size + 15) / 16 */
 void sizeclass_init(void);
-/* A class whose page is one block over several units (every class from 224
- * KiB, some from 112 KiB, and so those of blocks aligned beyond a unit): its
+/* A class whose page is one block over several units (every class from 192
+ * KiB, and 112 and 128 KiB, and so those of blocks aligned beyond a unit): its
  * pages skip the queues (arena.c, page_new_one). */
 EBB_INLINE bool class_is_one_block(unsigned cls) {
   return class_info[cls].count == 1 && class_info[cls].units > 1;
@@ -41,10 +51,13 @@ extern uint8_t class_src_lo[NCLASSES], class_src_n[NCLASSES];
 /* The class whose slot s is. */
 EBB_INLINE unsigned src_class(unsigned s) { return s < SRC_SMALL ? class_small[s] : s - SRC_SMALL + NCLASSES_SMALL; }
 
-/* 1024 < size <= CLASS_MAX_SIZE: the class by arithmetic, no table. */
+/* 1024 < size <= CLASS_MAX_SIZE: the class by arithmetic, no table. k is
+ * the power of two below size - 1: classes 8 + (k - 7) * 8 .. + 7 for k < 12
+ * (8 a doubling), 4 * k .. 4 * k + 3 from k = 12 (4 a doubling: 48 + (k - 12) * 4). */
 EBB_INLINE unsigned size_class_above_1k(size_t size) {
   unsigned k = 63u - (unsigned)__builtin_clzl(size - 1);
-  return 8 + (k - 7) * 8 + (unsigned)(((size - 1) >> (k - 3)) & 7);
+  if (k < 12) return 8 * k - 48 + (unsigned)(((size - 1) >> (k - 3)) & 7);
+  return 4 * k + (unsigned)(((size - 1) >> (k - 2)) & 3);
 }
 
 /* size <= CLASS_MAX_SIZE */
@@ -56,8 +69,12 @@ EBB_INLINE unsigned size_class(size_t size) {
 /* The size of class c, computed (class_info holds the same value). */
 EBB_INLINE size_t class_size_of(unsigned c) {
   if (c < 8) return (size_t)(c + 1) * 16;
-  unsigned k = 7 + (c - 8) / 8, j = (c - 8) % 8;
-  return ((size_t)1 << k) + (size_t)(j + 1) * ((size_t)1 << (k - 3));
+  if (c < NCLASSES_FINE) {
+    unsigned k = 7 + (c - 8) / 8, j = (c - 8) % 8;
+    return ((size_t)1 << k) + (size_t)(j + 1) * ((size_t)1 << (k - 3));
+  }
+  unsigned k = 12 + (c - NCLASSES_FINE) / 4, j = (c - NCLASSES_FINE) % 4;
+  return ((size_t)1 << k) + (size_t)(j + 1) * ((size_t)1 << (k - 2));
 }
 
 /* Division of an in-page offset (< 2^32) by a class size d, and the test "a

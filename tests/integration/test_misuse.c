@@ -180,19 +180,19 @@ static char *fresh_page(size_t size, size_t stride, char **next, int more) {
   return first;
 }
 
-/* 100000 B: class 106496, 3 blocks in a 5-unit page, at offsets 0, 0x1a000, 0x34000. */
-#define K100 ((size_t)100000)
-#define K100_STRIDE ((size_t)106496)
+/* 80000 B: class 81920, 3 blocks in a 4-unit page, at offsets 0, 0x14000, 0x28000. */
+#define K80 ((size_t)80000)
+#define K80_STRIDE ((size_t)81920)
 
-static void m_double_100k_first(volatile uintptr_t *e) {
-  char *next[1], *p = fresh_page(K100, K100_STRIDE, next, 1);
+static void m_double_80k_first(volatile uintptr_t *e) {
+  char *next[1], *p = fresh_page(K80, K80_STRIDE, next, 1);
   free(p);
   free(SET(e, p));
   free(next[0]);
 }
 
-static void m_double_100k_not_first(volatile uintptr_t *e) {
-  char *next[2], *p = fresh_page(K100, K100_STRIDE, next, 2);
+static void m_double_80k_not_first(volatile uintptr_t *e) {
+  char *next[2], *p = fresh_page(K80, K80_STRIDE, next, 2);
   char *q = next[form == 0 ? 0 : 1]; /* the 2nd or the 3rd block: in a later unit of the span */
   free(q);
   free(SET(e, q));
@@ -217,7 +217,7 @@ static void m_double_emptied_page(volatile uintptr_t *e) {
   free(SET(e, p));
 }
 
-/* Blocks of 224 KiB to 2 MiB (and some above 112 KiB) are a page each, born full and off every queue; the
+/* Blocks of 192 KiB to 2 MiB (and of 112 and 128 KiB) are a page each, born full and off every queue; the
  * first free gives the span back to its chunk at once (arena.c, page_new_one).
  * Forms: a lone block; one freed while another of its class is live (before,
  * the first block's page was marked full only at the class's next malloc);
@@ -231,8 +231,8 @@ static void m_double_one_block(volatile uintptr_t *e) {
   free(keep);
 }
 
-static void m_double_emptied_100k_not_first(volatile uintptr_t *e) {
-  char *next[2], *p = fresh_page(K100, K100_STRIDE, next, 2);
+static void m_double_emptied_80k_not_first(volatile uintptr_t *e) {
+  char *next[2], *p = fresh_page(K80, K80_STRIDE, next, 2);
   free(p);
   free(next[0]);
   free(next[1]);
@@ -528,15 +528,15 @@ static const struct row rows[] = {
     {"double_not_last", m_double_not_last, FREE_DOUBLE, false,
      FORMS("the middle of three freed 48 B blocks")},
     {"double_aligned", m_double_aligned, FREE_DOUBLE, false, FORMS("aligned_alloc(4096, 4096) freed twice")},
-    {"double_100k_first", m_double_100k_first, FREE_DOUBLE, false,
-     FORMS("the first 100000 B block of its page")},
-    {"double_100k_not_first", m_double_100k_not_first, FREE_DOUBLE, false,
-     FORMS("the 2nd 100000 B block of its page", "the 3rd 100000 B block of its page")},
+    {"double_80k_first", m_double_80k_first, FREE_DOUBLE, false,
+     FORMS("the first 80000 B block of its page")},
+    {"double_80k_not_first", m_double_80k_not_first, FREE_DOUBLE, false,
+     FORMS("the 2nd 80000 B block of its page", "the 3rd 80000 B block of its page")},
     {"double_emptied_page", m_double_emptied_page, FREE_DOUBLE, false,
      FORMS("a lone 3000 B block", "a lone 3000 B block, ebb_trim() between the frees",
            "the first 40000 B block of an emptied 2-unit page")},
-    {"double_emptied_100k_not_first", m_double_emptied_100k_not_first, FREE_DOUBLE, false,
-     FORMS("the 2nd 100000 B block of an emptied page", "the 3rd 100000 B block of an emptied page")},
+    {"double_emptied_80k_not_first", m_double_emptied_80k_not_first, FREE_DOUBLE, false,
+     FORMS("the 2nd 80000 B block of an emptied page", "the 3rd 80000 B block of an emptied page")},
     {"double_one_block", m_double_one_block, FREE_DOUBLE, false,
      FORMS("a lone 300000 B block", "a 300000 B block, another of its size live",
            "aligned_alloc(128 KiB, 100) freed twice")},

@@ -48,7 +48,7 @@ static const char ctor_src[] = "#include <stdlib.h>\n"
                                "}\n"
                                "int main(void) { return !p || p[100] != 1; }\n";
 
-/* Known live blocks: 1000 x 48 bytes, 10 x 5000, 3 x 100000, one of 64 MiB;
+/* Known live blocks: 1000 x 48 bytes, 10 x 5000, 3 x 80000, one of 64 MiB;
  * then prints its own ebb_stats (ebb_stats_sized, found with dlsym: the
  * ebb_stats symbol fills only 0.1's fields) as key=value lines. */
 static const char mix_src[] =
@@ -64,7 +64,7 @@ static const char mix_src[] =
     "  int n = 0;\n"
     "  for (int i = 0; i < 1000; i++) keep[n++] = malloc(48);\n"
     "  for (int i = 0; i < 10; i++) keep[n++] = malloc(5000);\n"
-    "  for (int i = 0; i < 3; i++) keep[n++] = malloc(100000);\n"
+    "  for (int i = 0; i < 3; i++) keep[n++] = malloc(80000);\n"
     "  keep[n++] = malloc((size_t)64 << 20);\n"
     "  for (int i = 0; i < n; i++) if (!keep[i]) return 1;\n"
     "  memset(keep[n - 1], 7, 1 << 20);\n"
@@ -76,7 +76,7 @@ static const char mix_src[] =
     "  st(&s, sizeof s);\n"
     "  printf(\"live_requested=%zu\\nallocated=%zu\\nactive=%zu\\nmapped=%zu\\narenas=%llu\\n\"\n"
     "         \"peak_allocated=%zu\\nthreads=%llu\\nmmap_calls=%llu\\n\",\n"
-    "         (size_t)(1000 * 48 + 10 * 5000 + 3 * 100000) + ((size_t)64 << 20), s.allocated, s.active,\n"
+    "         (size_t)(1000 * 48 + 10 * 5000 + 3 * 80000) + ((size_t)64 << 20), s.allocated, s.active,\n"
     "         s.mapped, (unsigned long long)s.arenas, s.peak_allocated, (unsigned long long)s.threads,\n"
     "         (unsigned long long)s.mmap_calls);\n"
     "  fflush(stdout);\n"
@@ -266,7 +266,7 @@ Test(stats_env, json_parses_and_agrees_with_ebb_stats) {
       "    assert c['pages'] > 0, c\n"
       "    assert c['live_bytes'] == c['blocks'] * c['size'], c\n"
       "    assert c['waste'] == c['span_bytes'] - c['live_bytes'], c\n"
-      "for size, n in [(48, 1000), (5120, 10), (106496, 3)]:\n"
+      "for size, n in [(48, 1000), (5120, 10), (81920, 3)]:\n"
       "    assert size in by_size and by_size[size]['blocks'] >= n, (size, d['classes'])\n"
       "print('OK')\n";
   char script[4096];
@@ -298,7 +298,7 @@ Test(stats_env, classes_table_lists_the_classes_used) {
   int st = run_cmd(&r, CLEAN "EBB_STATS=2 " PRELOAD "'%s'", repo_root(), bin);
   assert_ran(st, "EBB_STATS=2 mix");
   cr_assert_not_null(strstr(r.err, "\n  allocated "), "the summary comes first:\n%s", r.err);
-  size_t sizes[] = {48, 5120, 106496};
+  size_t sizes[] = {48, 5120, 81920};
   unsigned long long at_least[] = {1000, 10, 3};
   for (int i = 0; i < 3; i++) {
     const char *row = class_row(r.err, sizes[i]);

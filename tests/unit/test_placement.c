@@ -294,7 +294,7 @@ Test(placement, rounds_of_a_changing_mix_reuse_the_resident_units) {
 
 /* ---------------------------------------------------------------- pages of one block */
 
-/* A block of 224 KiB-2 MiB (and of some classes above 112 KiB) is its page's only block: the page is born full, on no
+/* A block of 192 KiB-2 MiB (and of 112 and 128 KiB) is its page's only block: the page is born full, on no
  * queue and never its class's current page, and the block's free gives the
  * span straight back, where the class's next block takes it again (arena.c,
  * page_new_one). Before, the page went onto its queue as the class's page,

@@ -16,8 +16,12 @@ Test(sizeclass, every_size_fits_its_class_within_the_waste_bound) {
     size_t cs = class_info[c].size;
     cr_assert_geq(cs, size, "size %zu class %u (%zu)", size, c, cs);
     size_t waste = cs - (size ? size : 1);
-    /* 16-byte alignment forbids finer steps below 128 bytes */
-    cr_assert(waste <= 15 || waste * 8 <= size, "size %zu wastes %zu", size, waste);
+    /* 16-byte alignment forbids finer steps below 128 bytes; 4 classes a
+     * doubling above 4 KiB (sizeclass.h) allow a quarter */
+    if (size <= CLASS_FINE_MAX)
+      cr_assert(waste <= 15 || waste * 8 <= size, "size %zu wastes %zu", size, waste);
+    else
+      cr_assert(waste * 4 <= size, "size %zu wastes %zu", size, waste);
     if (c > 0) cr_assert_lt(class_info[c - 1].size, size ? size : 1, "size %zu: a smaller class fits", size);
   }
 }
@@ -29,6 +33,13 @@ Test(sizeclass, classes_are_increasing_aligned_and_end_at_the_maximum) {
     if (c) cr_assert_gt(class_info[c].size, class_info[c - 1].size);
   }
   cr_assert_eq(class_info[NCLASSES - 1].size, CLASS_MAX_SIZE);
+  cr_assert_eq(class_info[NCLASSES_FINE - 1].size, CLASS_FINE_MAX);
+  for (unsigned c = NCLASSES_FINE; c < NCLASSES; c++) { /* 4 a doubling: 5/4, 6/4, 7/4, 8/4 of a power of two */
+    unsigned i = (c - NCLASSES_FINE) % 4;
+    size_t pow2 = class_info[c - i - 1].size;
+    cr_assert_eq(pow2 & (pow2 - 1), 0, "class %u", c);
+    cr_assert_eq(class_info[c].size, pow2 + (i + 1) * (pow2 / 4), "class %u", c);
+  }
 }
 
 Test(sizeclass, page_geometry_wastes_at_most_an_eighth) {
