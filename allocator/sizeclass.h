@@ -8,9 +8,10 @@
  * with 8 classes per doubling each class held a few of them on a page of its
  * own, and a request rarely drew the classes the one before it had drawn.
  * bench/churn (24 blocks of 4-64 KiB a request, 33 classes then, 17 now):
- * 73.2 -> 70.7 us a request at gap 0, RSS 7.1 -> 5.9 MiB, and at gap 20 1.25
- * -> 0.2 faults a request, since fewer pages sit idle long enough to be
- * purged (the Intel Xeon VM, builds interleaved; docs/benchmarks.md). */
+ * 72.0 -> 70.0 us a request at gap 0, RSS 7.2 -> 5.9 MiB, and at gap 20 0.86
+ * -> 0.23 faults a request, since fewer pages sit idle long enough to be
+ * purged (the Intel Xeon VM, builds interleaved; docs/benchmarks.md, "Coarser
+ * classes above 4 KiB"). */
 #ifndef EBB_SIZECLASS_H
 #define EBB_SIZECLASS_H
 #include "common.h"
