@@ -37,6 +37,7 @@ typedef struct block {
 #define XFREE_PUSHED(old, head, n) (((old) & ~(XFREE_ONE - 1)) + (uintptr_t)(n) * XFREE_ONE + (uintptr_t)(head))
 
 enum { PAGE_UNUSED = 0xff, PAGE_TAIL = 0xfe }; /* values of page.cls besides real classes */
+_Static_assert(NCLASSES < PAGE_TAIL, "a class fits page.cls below the two markers");
 
 /* Three cache lines, by who writes them (and a fourth of padding): what every
  * free() reads and only slow paths change; what the owner's fast paths write;

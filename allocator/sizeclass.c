@@ -5,11 +5,11 @@ class_info_t class_info[NCLASSES];
 uint8_t class_small[1024 / 16 + 1];
 uint8_t class_src_lo[NCLASSES], class_src_n[NCLASSES];
 
-/* The arithmetic behind class_small (and size_class above 1 KiB). */
+/* The arithmetic behind class_small: multiples of 16 up to 128, then the
+ * same as above 1 KiB. */
 static unsigned size_class_computed(size_t size) {
   if (size <= 128) return size ? (unsigned)((size - 1) >> 4) : 0;
-  unsigned k = 63u - (unsigned)__builtin_clzl(size - 1);
-  return 8 + (k - 7) * 8 + (unsigned)(((size - 1) >> (k - 3)) & 7); /* up to 1 KiB: the fine spacing */
+  return size_class_above_1k(size);
 }
 
 /* The fewest units (1..32) whose span wastes at most 1/8 of itself on the tail
@@ -25,7 +25,6 @@ static unsigned units_for(size_t size) {
 void sizeclass_init(void) {
   for (size_t i = 0; i <= 1024 / 16; i++) class_small[i] = (uint8_t)size_class_computed(i * 16);
   _Static_assert(NSRC <= 256, "slots fit a byte");
-  _Static_assert(NCLASSES == 4 * 20 + 4 && NCLASSES_FINE == 8 + 5 * 8, "the class arithmetic of sizeclass.h");
   for (unsigned c = 0; c < NCLASSES_SMALL; c++) class_src_n[c] = 0;
   for (unsigned s = SRC_SMALL; s-- > 0;) { /* downwards: lo ends at a class's first slot */
     class_src_lo[class_small[s]] = (uint8_t)s;

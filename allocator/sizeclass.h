@@ -16,10 +16,12 @@
 #define EBB_SIZECLASS_H
 #include "common.h"
 
-#define NCLASSES 84
-#define CLASS_FINE_MAX 4096   /* the last class of the 8-per-doubling range */
-#define NCLASSES_FINE 48      /* classes up to CLASS_FINE_MAX */
-#define CLASS_MAX_SIZE ((size_t)2 << 20) /* largest block served from a chunk */
+#define CLASS_MAX_SHIFT 21 /* 2 MiB: the largest block served from a chunk */
+#define CLASS_MAX_SIZE ((size_t)1 << CLASS_MAX_SHIFT)
+#define CLASS_FINE_SHIFT 12 /* 8 classes a doubling up to 4 KiB, 4 above */
+#define CLASS_FINE_MAX ((size_t)1 << CLASS_FINE_SHIFT)
+#define NCLASSES_FINE (8 + (CLASS_FINE_SHIFT - 7) * 8)                     /* 48: up to CLASS_FINE_MAX */
+#define NCLASSES (NCLASSES_FINE + (CLASS_MAX_SHIFT - CLASS_FINE_SHIFT) * 4) /* 84 */
 
 typedef struct {
   uint32_t size;      /* block size */
@@ -52,13 +54,14 @@ extern uint8_t class_src_lo[NCLASSES], class_src_n[NCLASSES];
 /* The class whose slot s is. */
 EBB_INLINE unsigned src_class(unsigned s) { return s < SRC_SMALL ? class_small[s] : s - SRC_SMALL + NCLASSES_SMALL; }
 
-/* 1024 < size <= CLASS_MAX_SIZE: the class by arithmetic, no table. k is
- * the power of two below size - 1: classes 8 + (k - 7) * 8 .. + 7 for k < 12
- * (8 a doubling), 4 * k .. 4 * k + 3 from k = 12 (4 a doubling: 48 + (k - 12) * 4). */
+/* 1024 < size <= CLASS_MAX_SIZE: the class by arithmetic, no table (the
+ * arithmetic holds from 129 B: sizeclass.c fills class_small with it). k is
+ * the power of two below size - 1: 8 classes a doubling below
+ * CLASS_FINE_SHIFT, 4 from there. */
 EBB_INLINE unsigned size_class_above_1k(size_t size) {
   unsigned k = 63u - (unsigned)__builtin_clzl(size - 1);
-  if (k < 12) return 8 * k - 48 + (unsigned)(((size - 1) >> (k - 3)) & 7);
-  return 4 * k + (unsigned)(((size - 1) >> (k - 2)) & 3);
+  if (k < CLASS_FINE_SHIFT) return 8 + (k - 7) * 8 + (unsigned)(((size - 1) >> (k - 3)) & 7);
+  return NCLASSES_FINE + (k - CLASS_FINE_SHIFT) * 4 + (unsigned)(((size - 1) >> (k - 2)) & 3);
 }
 
 /* size <= CLASS_MAX_SIZE */
@@ -74,7 +77,7 @@ EBB_INLINE size_t class_size_of(unsigned c) {
     unsigned k = 7 + (c - 8) / 8, j = (c - 8) % 8;
     return ((size_t)1 << k) + (size_t)(j + 1) * ((size_t)1 << (k - 3));
   }
-  unsigned k = 12 + (c - NCLASSES_FINE) / 4, j = (c - NCLASSES_FINE) % 4;
+  unsigned k = CLASS_FINE_SHIFT + (c - NCLASSES_FINE) / 4, j = (c - NCLASSES_FINE) % 4;
   return ((size_t)1 << k) + (size_t)(j + 1) * ((size_t)1 << (k - 2));
 }
 
