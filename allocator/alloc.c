@@ -550,14 +550,21 @@ static arena_t *arena_arg(ebb_arena_t *h, const char *func) {
   return a;
 }
 
-/* The same pop as ebb_malloc's fast path, from the arena's own pages (a
- * destroyed arena has none: its malloc takes the checked path). */
-EBB_EXPORT void *ebb_arena_malloc(ebb_arena_t *a, size_t size) {
-  if (likely(size <= 1024 && a)) { /* NULL, a failed ebb_arena_create's: named below */
-    void *p = arena_pop_page((arena_t *)a, class_small[(size + 15) >> 4]); /* first-class: no cache */
+/* The same pop as ebb_malloc's fast path, from the arena's own pages, once
+ * the handle passes arena_arg's tests but the alignment (which only keeps
+ * the reads below inside a page). Without them a handle to other memory went
+ * straight to the pop: a zeroed block faulted, and memory whose words pointed
+ * into itself was "allocated" and written (found by a probe); and a stale
+ * handle to an arena that a new thread had taken popped from that thread's
+ * pages. A handle to unmapped memory still faults, as in arena_arg. */
+EBB_EXPORT void *ebb_arena_malloc(ebb_arena_t *h, size_t size) {
+  arena_t *a = (arena_t *)h;
+  if (likely(size <= 1024 && a && relaxed_load(a->check) == ((uintptr_t)a ^ page_key) &&
+             atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS)) {
+    void *p = arena_pop_page(a, class_small[(size + 15) >> 4]); /* first-class: no cache; NULL, a failed ebb_arena_create's, is named below */
     if (likely(p != NULL)) return p;
   }
-  return alloc_in(arena_arg(a, "ebb_arena_malloc"), size, true);
+  return alloc_in(arena_arg(h, "ebb_arena_malloc"), size, true);
 }
 
 EBB_EXPORT void *ebb_arena_calloc(ebb_arena_t *a, size_t n, size_t size) {

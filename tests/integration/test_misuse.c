@@ -440,6 +440,25 @@ static void m_arena_not_an_arena(volatile uintptr_t *e) {
   ebb_arena_destroy((ebb_arena_t *)SET(e, h));
 }
 
+/* The same given to ebb_arena_malloc, whose fast path pops from the handle's
+ * pages: a zeroed page-aligned block (its page pointers NULL: this faulted),
+ * and static memory whose every word points into itself (a page that looks
+ * like one with a free block: this "allocated" it and wrote the program's
+ * memory). */
+static void m_arena_malloc_not_an_arena(volatile uintptr_t *e) {
+  static uintptr_t self[16384 / sizeof(uintptr_t)] __attribute__((aligned(4096))); /* the arena struct's span */
+  void *h;
+  if (form == 0) {
+    h = aligned_alloc(4096, 8192);
+    if (!h) child_exit(SETUP_FAILED, "aligned_alloc(4096, 8192) failed");
+    memset(h, 0, 8192);
+  } else {
+    for (size_t i = 0; i < ARRAY_LEN(self); i++) self[i] = (uintptr_t)&self[i ^ 1];
+    h = self;
+  }
+  ebb_arena_malloc((ebb_arena_t *)SET(e, h), 64);
+}
+
 /* ---------------------------------------------------------------- documented limits */
 
 /* A large block's mapping is gone after the first free. */
@@ -566,6 +585,8 @@ static const struct row rows[] = {
      FORMS("ebb_arena_malloc(destroyed a, 64)")},
     {"arena_not_an_arena", m_arena_not_an_arena, "ebb_arena_destroy", "invalid arena", false,
      FORMS("ebb_arena_destroy(malloc(64))", "ebb_arena_destroy(a page of static data)")},
+    {"arena_malloc_not_an_arena", m_arena_malloc_not_an_arena, "ebb_arena_malloc", "invalid arena", false,
+     FORMS("ebb_arena_malloc(a zeroed 8 KiB block, 64)", "ebb_arena_malloc(a static page whose words point into it, 64)")},
     {"double_large", m_double_large, FREE_INVALID, true, FORMS("64 MiB freed twice")},
     {"stale_reused", m_stale_reused, NULL, NULL, true, FORMS("free(p) after q = malloc(64) reused p")},
     {"usable_size_freed", m_usable_size_freed, NULL, NULL, true, FORMS("malloc_usable_size(freed 64 B)")},
