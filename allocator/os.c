@@ -389,6 +389,26 @@ void *os_cxx_symbol(const char *name) {
   return f;
 }
 
+/* Asks the runtime library itself (dlsym on its handle searches it first), not
+ * the global scope, where ebb's definitions come first and another
+ * allocator's replacement could come next: a block from that one would die
+ * in ebb's free as an invalid pointer. */
+void *os_cxx_runtime_symbol(const char *name) {
+  static const char *const libs[] = {"libstdc++.so.6", "libc++.so.1"};
+  int saved = errno;
+  void *(*open_fn)(const char *, int) = (void *(*)(const char *, int))dlsym(RTLD_DEFAULT, "dlopen");
+  int (*close_fn)(void *) = open_fn ? (int (*)(void *))dlsym(RTLD_DEFAULT, "dlclose") : NULL;
+  void *f = NULL;
+  for (size_t i = 0; close_fn && !f && i < sizeof libs / sizeof libs[0]; i++) {
+    void *lib = open_fn(libs[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (!lib) continue;
+    f = dlsym(lib, name);
+    close_fn(lib); /* the library that loaded it keeps it */
+  }
+  errno = saved;
+  return f;
+}
+
 /* ---- threads (see os.h for why these never run on a malloc/free path) */
 
 typedef int pthread_create_fn(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);

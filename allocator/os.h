@@ -34,6 +34,11 @@ size_t os_page_size(void);               /* the kernel's page size */
 /* A symbol of a library loaded after start-up, by name (dlsym), or NULL: for
  * a failed operator new only (public.c). */
 void *os_cxx_symbol(const char *name);
+/* The C++ runtime's own definition of name (libstdc++'s, else libc++'s), when
+ * that library is loaded, never another library's that replaces it (ebb's, or
+ * another allocator's); NULL otherwise. For a failed nothrow operator new only
+ * (public.c). */
+void *os_cxx_runtime_symbol(const char *name);
 const char *os_getenv(const char *name); /* raw environ walk; no allocation */
 void os_write(int fd, const char *s, size_t n);
 /* A close-on-exec duplicate of fd, numbered high (999 or the highest that

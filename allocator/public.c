@@ -123,9 +123,13 @@ typedef void throw_bad_alloc_t(void);
 extern get_new_handler_t _ZSt15get_new_handlerv __attribute__((weak));
 extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
 
-static void *new_failed(size_t size, size_t align) {
+static get_new_handler_t *new_handler_getter(void) {
   get_new_handler_t *get = _ZSt15get_new_handlerv;
-  if (!get) get = (get_new_handler_t *)os_cxx_symbol("_ZSt15get_new_handlerv");
+  return get ? get : (get_new_handler_t *)os_cxx_symbol("_ZSt15get_new_handlerv");
+}
+
+static void *new_failed(size_t size, size_t align) {
+  get_new_handler_t *get = new_handler_getter();
   for (;;) {
     new_handler_t h = get ? get() : NULL;
     if (!h) break;
@@ -154,19 +158,50 @@ static void *new_aligned_throw(size_t size, size_t align) {
   void *p = ebb_aligned_alloc(align, size ? size : 1);
   return p ? p : new_failed(size, align);
 }
-static void *new_aligned_nothrow(size_t size, size_t align) { return ebb_aligned_alloc(align, size ? size : 1); }
+/* A failed nothrow form. The standard's is the throwing form with its
+ * std::bad_alloc caught: it calls the new_handler until that gives up, so a
+ * handler that frees a reserve makes it succeed. ebb's returned NULL at once
+ * (found by a probe: libstdc++'s own succeeded). C cannot catch, so with a
+ * handler installed the request goes to the C++ runtime's own nothrow form
+ * (libstdc++'s is try { return operator new(n); } catch (...) { return
+ * nullptr; }), whose operator new is ebb's throwing one (new_failed: the
+ * handler loop, then the throw it catches). With no handler the answer is
+ * NULL without a throw; with no runtime to catch (a fully static link) it is
+ * NULL without calling the handler, as before. name: the runtime's symbol of
+ * the same form. */
+typedef void *nothrow_new_t(size_t, const void *);
+typedef void *nothrow_new_aligned_t(size_t, size_t, const void *);
+static EBB_NOINLINE void *nothrow_failed(const char *name, size_t n, size_t al, const void *nt) {
+  get_new_handler_t *get = new_handler_getter();
+  if (!get || !get()) return NULL;
+  void *f = os_cxx_runtime_symbol(name);
+  if (!f) return NULL;
+  return al ? ((nothrow_new_aligned_t *)f)(n, al, nt) : ((nothrow_new_t *)f)(n, nt);
+}
+static EBB_NOINLINE void *new_nothrow_slow(const char *name, size_t n, const void *nt) {
+  void *p = malloc_slow(n);
+  return p ? p : nothrow_failed(name, n, 0, nt);
+}
+EBB_INLINE void *new_nothrow(const char *name, size_t n, const void *nt) {
+  void *p = malloc_fast(n);
+  return likely(p != NULL) ? p : new_nothrow_slow(name, n, nt);
+}
+static void *new_aligned_nothrow(const char *name, size_t size, size_t align, const void *nt) {
+  void *p = ebb_aligned_alloc(align, size ? size : 1);
+  return p ? p : nothrow_failed(name, size, align, nt);
+}
 
 EBB_EXPORT void *_Znwm(size_t n) { return new_throw(n); }
 EBB_EXPORT void *_Znam(size_t n) { return new_throw(n); }
-EBB_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { return (void)nt, malloc_inline(n); }
-EBB_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { return (void)nt, malloc_inline(n); }
+EBB_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { return new_nothrow("_ZnwmRKSt9nothrow_t", n, nt); }
+EBB_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { return new_nothrow("_ZnamRKSt9nothrow_t", n, nt); }
 EBB_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t al) { return new_aligned_throw(n, al); }
 EBB_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t al) { return new_aligned_throw(n, al); }
 EBB_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void *nt) {
-  return (void)nt, new_aligned_nothrow(n, al);
+  return new_aligned_nothrow("_ZnwmSt11align_val_tRKSt9nothrow_t", n, al, nt);
 }
 EBB_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void *nt) {
-  return (void)nt, new_aligned_nothrow(n, al);
+  return new_aligned_nothrow("_ZnamSt11align_val_tRKSt9nothrow_t", n, al, nt);
 }
 
 void _ZdlPv(void *p) ALIAS(ebb_free);

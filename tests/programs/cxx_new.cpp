@@ -6,6 +6,9 @@
  * Prints "FAIL ..." for each broken expectation and "OK" at the end; the exit
  * status is the number of failures (2 when ebb is absent). */
 #include <dlfcn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
 #pragma GCC diagnostic ignored "-Wuse-after-free" /* freed() looks at freed pointers on purpose */
@@ -146,6 +149,50 @@ static void handler() {
   std::set_new_handler(nullptr); /* next failure throws */
 }
 
+static int throwing_calls;
+static void throwing_handler() {
+  throwing_calls++;
+  throw std::bad_alloc();
+}
+
+/* A handler that frees a reserve makes a failed nothrow new succeed, as
+ * under libstdc++'s own operators: in a child whose address space is capped
+ * just above a 512 MiB reserve, new(400 MiB, nothrow) fails until the
+ * handler frees it (found by a probe: ebb returned nullptr without calling
+ * the handler). */
+static char *reserve;
+static int reserve_calls;
+static void release_reserve() {
+  reserve_calls++;
+  std::free(reserve);
+  reserve = nullptr;
+  std::set_new_handler(nullptr);
+}
+static void handler_releases_a_reserve() {
+  pid_t pid = fork();
+  if (pid == 0) {
+    long pages = 0;
+    FILE *f = std::fopen("/proc/self/statm", "r");
+    if (!f || std::fscanf(f, "%ld", &pages) != 1) _exit(3);
+    std::fclose(f);
+    struct rlimit rl;
+    rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)640 << 20);
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+    reserve = static_cast<char *>(std::malloc((std::size_t)512 << 20));
+    if (!reserve) _exit(3);
+    std::set_new_handler(release_reserve);
+    void *p = ::operator new((std::size_t)400 << 20, std::nothrow);
+    _exit(p && reserve_calls == 1 ? 0 : 1);
+  }
+  int st = 0;
+  CHECK(pid > 0 && waitpid(pid, &st, 0) == pid, "fork/waitpid failed");
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 3, "the child could not set up its address-space cap");
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "new(400 MiB, nothrow) with a handler that frees a 512 MiB reserve under a cap: did not succeed "
+        "with one handler call (child status %d)",
+        st);
+}
+
 static void failures_throw_or_return_null() {
   bool threw = false;
   try {
@@ -211,6 +258,38 @@ static void failures_throw_or_return_null() {
             SIZE_MAX - n, a, handler_calls, (int)threw);
     }
   }
+  /* The nothrow forms call the new_handler as the throwing ones do (the
+   * standard's nothrow form is the throwing one with std::bad_alloc caught):
+   * once here, since the handler removes itself, and then nullptr. */
+  struct nothrow_form {
+    const char *what;
+    void *(*fn)(std::size_t);
+  } forms[] = {
+      {"new(n, nothrow)", [](std::size_t n) { return ::operator new(n, std::nothrow); }},
+      {"new[](n, nothrow)", [](std::size_t n) { return ::operator new[](n, std::nothrow); }},
+      {"new(n, align 4096, nothrow)",
+       [](std::size_t n) { return ::operator new(n, std::align_val_t{4096}, std::nothrow); }},
+      {"new[](n, align 32, nothrow)",
+       [](std::size_t n) { return ::operator new[](n, std::align_val_t{32}, std::nothrow); }},
+  };
+  for (const nothrow_form &f : forms) {
+    handler_calls = 0;
+    std::set_new_handler(handler);
+    void *p = f.fn(huge);
+    CHECK(p == nullptr && handler_calls == 1, "%s with a new_handler: %p, handler called %d times (expected 1)",
+          f.what, p, handler_calls);
+    /* a handler that throws std::bad_alloc ends it with nullptr, not the throw */
+    throwing_calls = 0;
+    std::set_new_handler(throwing_handler);
+    p = f.fn(huge);
+    CHECK(p == nullptr && throwing_calls == 1, "%s with a throwing new_handler: %p, handler called %d times",
+          f.what, p, throwing_calls);
+    std::set_new_handler(nullptr);
+    handler_calls = 0;
+    p = f.fn(huge);
+    CHECK(p == nullptr && handler_calls == 0, "%s without a new_handler: %p", f.what, p);
+  }
+  handler_releases_a_reserve();
   /* operator new(0) gives distinct blocks */
   void *a = ::operator new(0), *b = ::operator new(0);
   CHECK(a && b && a != b, "operator new(0) twice: %p %p", a, b);
