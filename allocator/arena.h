@@ -46,7 +46,11 @@ typedef struct arena {
    * a class's slots always equal; read with arena_src, written with
    * arena_set_src). First, so malloc indexes it with no offset. */
   freelist_t *src[NSRC];
+  /* What ebb_arena_* ask of a handle (alloc.c), on the struct's first page:
+   * a handle to one page of other memory is then read inside that page. */
+  atomic_int state;               /* enum arena_state */
   uint8_t tc_server;              /* the thread frees many other threads' blocks: its own go into the cache too (in arena_free_key) */
+  uintptr_t check;                /* its address ^ page_key */
   /* The thread cache: blocks this thread freed, its own and other threads'
    * alike, one list per class, which malloc takes first (LIFO: the block just
    * freed is the next one handed out, still in cache), with no atomic
@@ -55,7 +59,7 @@ typedef struct arena {
    * blocks (TCACHE_BYTES of them, at most TCACHE_BLOCKS). tc[TC_NONE], the
    * slot of pages whose blocks are never cached, stays empty with room 0, as
    * do arena_none's. */
-  tcache_t tc[NCLASSES + 1];
+  tcache_t tc[NCLASSES + 1] __attribute__((aligned(32))); /* each slot in one cache line */
   uint32_t tc_foreign;            /* other threads' blocks it freed since its last decay pass */
   int32_t tick;                   /* slow-path events until the next clock read */
   uint32_t scan_cls;              /* where the bounded purge pass resumes */
@@ -69,8 +73,6 @@ typedef struct arena {
   chunk_t *chunks;                /* chunks with a free unit (the only ones a span or a purge looks at) */
   chunk_t *chunks_full;           /* chunks with none */
   struct huge *huge;              /* first-class arenas: large blocks to free on destroy */
-  atomic_int state;               /* enum arena_state */
-  uintptr_t check;                /* its address ^ page_key: what ebb_arena_* ask of a handle (alloc.c) */
   struct arena *all_next;         /* the global list (never unlinked) */
   _Atomic size_t mapped;          /* bytes of chunks mapped */
   _Atomic size_t active;          /* bytes of spans in pages */
