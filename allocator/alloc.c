@@ -365,8 +365,15 @@ EBB_EXPORT void ebb_free_aligned_sized(void *p, size_t alignment, size_t size) {
   free_fast(p);
 }
 
+/* A freed block is named as free() names it: its cookie, or its purged
+ * granule. Before, only a block whose page had gone back was caught, so the
+ * answer for a freed block of a one-block page changed from "double free" to
+ * its size once the thread kept that page (one_spare_keep). */
 EBB_EXPORT size_t ebb_malloc_usable_size(const void *p) {
-  return p ? usable_of(lookup(p, "malloc_usable_size")) : 0;
+  if (!p) return 0;
+  owner_t o = lookup(p, "malloc_usable_size");
+  if (o.chunk) check_not_free(o, (block_t *)p, "malloc_usable_size");
+  return usable_of(o);
 }
 
 EBB_EXPORT int ebb_owns(const void *p) {

@@ -111,6 +111,71 @@ static void page_unmark_full(arena_t *a, page_t *pg) {
 
 static void page_retire_locked(arena_t *a, page_t *pg, uint64_t since);
 
+/* The one-block page a thread's own free just emptied (a->one_spare): kept,
+ * its block free on its list, for the next malloc of a one-block class, in
+ * place of the last one kept (which goes back to its chunk). A thread that
+ * allocated and freed one such block in turn (a 100 KB-2 MiB buffer a
+ * request, realloc between 100 B and 100 KB) gave the span back to its chunk
+ * and took it again every time, under the lock, with the chunk's bitmaps,
+ * the clock and the peak and cap bookkeeping: about 1200 instructions and 100
+ * ns a pair (callgrind and wall time, a loop of malloc/free of 262145 B),
+ * where glibc took 15 ns and tcmalloc 3.5 at 64 KiB (a probe's table, in
+ * docs/benchmarks.md). Only one page, only a thread arena's, none with
+ * EBB_DECAY_MS=0; the owner's decay pass gives it back once it has sat there
+ * for the decay time (one_spare_decay), and so do passes over an idle,
+ * orphaned or abandoned arena (one_spare_give_back), each after taking it
+ * with one exchange, as the owner's malloc does (one_spare_take), so that
+ * exactly one of them has it. Caller holds a->lock; pg is empty and off every
+ * list. */
+static bool one_spare_keep(arena_t *a, page_t *pg) {
+  if (opt.decay_ms == 0 || a != arena_tls) return false;
+  page_t *old = atomic_exchange_explicit(&a->one_spare, pg, memory_order_acq_rel);
+  if (old) page_retire_locked(a, old, 0);
+  return true;
+}
+
+/* The kept page, if it is of class cls and starts at a multiple of step
+ * units (page_new_one), for the caller (its owner) alone. */
+static page_t *one_spare_take(arena_t *a, unsigned cls, unsigned step) {
+  page_t *pg = atomic_load_explicit(&a->one_spare, memory_order_relaxed);
+  if (!pg || pg->cls != cls || ((uintptr_t)pg->start & ((size_t)step * UNIT_SIZE - 1)) != 0) return NULL;
+  return atomic_exchange_explicit(&a->one_spare, NULL, memory_order_acq_rel);
+}
+
+/* Gives the kept page back to its chunk: by its owner as any retired page,
+ * by another thread (an idle, orphaned or abandoned arena's pass) dirty since
+ * `since`, without the owner's clock and bookkeeping (as
+ * arena_reclaim_queues_locked gives pages back). Caller holds a->lock. */
+static void page_give_back_locked(arena_t *a, page_t *pg, uint64_t since);
+static void one_spare_give_back_locked(arena_t *a, bool owner, uint64_t since) {
+  page_t *pg = atomic_exchange_explicit(&a->one_spare, NULL, memory_order_acq_rel);
+  a->one_spare_seen = NULL;
+  if (!pg) return;
+  if (owner)
+    page_retire_locked(a, pg, 0);
+  else
+    page_give_back_locked(a, pg, since);
+}
+
+/* The decay pass's look at the kept page: the owner's gives it back once the
+ * same page has sat there for the decay time (a page in steady use is then
+ * taken anew once a decay time: a few hundred instructions); a forced pass
+ * (trim) and a pass over another thread's arena give it back at once.
+ * Caller holds a->lock. */
+static void one_spare_decay_locked(arena_t *a, uint64_t now, bool force) {
+  page_t *pg = atomic_load_explicit(&a->one_spare, memory_order_relaxed);
+  if (!pg) {
+    a->one_spare_seen = NULL;
+  } else if (force || a != arena_tls) {
+    one_spare_give_back_locked(a, a == arena_tls, force ? now : relaxed_load(a->now));
+  } else if (pg != a->one_spare_seen) {
+    a->one_spare_seen = pg;
+    a->one_spare_seen_at = now;
+  } else if (now - a->one_spare_seen_at >= (uint64_t)opt.decay_ms) {
+    one_spare_give_back_locked(a, true, 0);
+  }
+}
+
 /* A block of the owner's for a page that is full, purged or unused: under the
  * arena's lock, because a full page is the one kind of page of a live thread
  * another thread may take over (arena_reclaim_locked), and this is how the
@@ -138,7 +203,7 @@ void arena_return_slow(arena_t *a, page_t *pg, block_t *b) {
     /* as arena_free_local_slow would send it, but without a trip onto the
      * queue and a second turn of the lock */
     pg->full = 0;
-    page_retire_locked(a, pg, 0);
+    if (!one_spare_keep(a, pg)) page_retire_locked(a, pg, 0);
     spin_unlock(&a->lock);
     if (unlikely(--a->tick < 0)) arena_tick(a);
     return;
@@ -451,7 +516,17 @@ static page_t *arena_page_new(arena_t *a, unsigned cls, unsigned step) {
  * that other threads freed into comes back onto its queue as any full page
  * does (arena_drain_remote), and is used from there. */
 static void *page_new_one(arena_t *a, unsigned cls, unsigned step) {
-  page_t *pg = page_new_unqueued(a, cls, step, true);
+  page_t *pg = one_spare_take(a, cls, step);
+  if (pg) { /* its block is on its list; the page is off every list, as below */
+    ebb_assert(page_is_one_block(pg) && pg->used == 0 && !pg->full && pg->owner == a);
+    void *b = page_pop(pg);
+    ebb_assert(b != NULL);
+    pg->touched = a->now;
+    atomic_store_explicit(&pg->xfree, XFREE_FULL, memory_order_relaxed);
+    page_flag_full(pg);
+    return b;
+  }
+  pg = page_new_unqueued(a, cls, step, true);
   if (!pg) return NULL;
   ebb_assert(page_is_one_block(pg));
   void *b = page_refill(pg) ? page_pop(pg) : NULL;
@@ -967,6 +1042,7 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
     }
   }
   spin_lock(&a->lock);
+  if (exclusive) one_spare_decay_locked(a, now, force);
   int st = atomic_load_explicit(&a->state, memory_order_relaxed);
   bytes += arena_decay_units_locked(a, now, force, st == ARENA_OWNED || st == ARENA_FIRST_CLASS);
   spin_unlock(&a->lock);
@@ -1152,6 +1228,8 @@ static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pag
                   now - a->reclaim_pass >= decay_look_interval((uint64_t)opt.decay_ms);
       if (st == ARENA_OWNED && idle && a != arena_tls && (force || a->reclaimed_at != active || news))
         bytes += arena_reclaim_queues_locked(a, now, force ? now : active, force ? UINT32_MAX : pages);
+      if ((st == ARENA_OWNED && idle && a != arena_tls) || st == ARENA_ORPHANED)
+        one_spare_give_back_locked(a, false, force ? now : active); /* the owner's kept page (one_spare_keep) */
       bytes += arena_decay_units_locked(a, now, force, true);
       spin_unlock(&a->lock);
     }

@@ -69,6 +69,12 @@ typedef struct arena {
   pqueue_t queues[NCLASSES];      /* pages with (possibly) free blocks, per class */
   page_t *last_span[NCLASSES];    /* where each class's last retired page was: taken again first */
   _Atomic(page_t *) remote_pages; /* full pages that got a remote free */
+  /* The one-block page (page_is_one_block) its owner freed last, kept, its
+   * block free on its list, for the class's next malloc (arena.c,
+   * one_spare_keep); taken by whoever exchanges it out first. */
+  _Atomic(page_t *) one_spare;
+  page_t *one_spare_seen;         /* what the owner's last decay pass found there, and when */
+  uint64_t one_spare_seen_at;
   spinlock_t lock;                /* chunks' bitmaps, chunk list, huge list */
   chunk_t *chunks;                /* chunks with a free unit (the only ones a span or a purge looks at) */
   chunk_t *chunks_full;           /* chunks with none */

@@ -295,11 +295,12 @@ Test(placement, rounds_of_a_changing_mix_reuse_the_resident_units) {
 /* ---------------------------------------------------------------- pages of one block */
 
 /* A block of 192 KiB-2 MiB (and of 112 and 128 KiB) is its page's only block: the page is born full, on no
- * queue and never its class's current page, and the block's free gives the
- * span straight back, where the class's next block takes it again (arena.c,
- * page_new_one). Before, the page went onto its queue as the class's page,
- * came off both at the class's next malloc, and its free put it back on the
- * queue to take it off once more. */
+ * queue and never its class's current page (arena.c, page_new_one). Before,
+ * the page went onto its queue as the class's page, came off both at the
+ * class's next malloc, and its free put it back on the queue to take it off
+ * once more. The block's free keeps the page as the thread's one spare
+ * (one_spare_keep), which the class's next block takes again; the page kept
+ * before goes back to its chunk, where its class takes the same span first. */
 Test(placement, a_page_of_one_block_is_born_full_and_its_free_gives_the_span_back) {
   sizeclass_init();
   size_t size = 300000;
@@ -322,13 +323,28 @@ Test(placement, a_page_of_one_block_is_born_full_and_its_free_gives_the_span_bac
   cr_assert_eq(c->free_units & span, 0);
   memset(p, 0x5a, size);
   ebb_free(p);
-  cr_assert_eq(c->free_units & span, span, "the span is free again");
-  cr_assert_eq(c->dirty_units & span, span, "and resident");
+  cr_assert_eq(c->free_units & span, 0, "the span went back instead of being kept");
+  cr_assert_eq(atomic_load(&a->one_spare), pg, "the emptied page is not the thread's spare");
+  cr_assert_eq(pg->used, 0);
   cr_assert_null(a->queues[cls].first, "nothing went onto the queue");
   void *r = ebb_malloc(size);
-  cr_assert_eq(r, p, "the class takes the same span again");
+  cr_assert_eq(r, p, "the class does not take its spare");
+  cr_assert_null(atomic_load(&a->one_spare));
+  cr_assert_eq(pg->full, 1, "the page taken again is full");
   ebb_free(q);
+  cr_assert_eq(atomic_load(&a->one_spare), pq);
   ebb_free(r);
+  cr_assert_eq(atomic_load(&a->one_spare), pg, "the page emptied last is not the spare");
+  chunk_t *cq = chunk_of(q);
+  unsigned fq = (unsigned)(pq - cq->pages);
+  uint64_t sq = (n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1) << fq;
+  cr_assert_eq(cq->free_units & sq, sq, "the spare before did not go back to its chunk");
+  cr_assert_eq(cq->dirty_units & sq, sq, "and resident");
+  void *s2 = ebb_malloc(size), *s3 = ebb_malloc(size);
+  cr_assert_eq(s2, p, "the spare first");
+  cr_assert_eq(s3, q, "then the span the class gave back last");
+  ebb_free(s2);
+  ebb_free(s3);
   /* a first-class arena's reset: the class takes back the span its live block had */
   ebb_arena_t *fa = ebb_arena_create();
   cr_assert_not_null(fa);

@@ -7,6 +7,7 @@
  * Only one-unit pages of at most 64 blocks keep a spare. ebb_* names, no override.
  * Blocks of 4 KiB: 16 to a one-unit page. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "arena.h"
@@ -230,4 +231,100 @@ Test(spare, repeated_requests_over_two_pages_reuse_the_same_blocks) { bursts_reu
 
 Test(spare, repeated_requests_over_two_pages_reuse_the_same_blocks_without_the_cache) {
   bursts_reuse_their_blocks(false);
+}
+
+/* ---------------------------------------------- the kept page of one block */
+
+/* A thread's free of a block of a one-block page (300000 B: its class's page
+ * is that one block over 5 units) keeps the page as the thread's one spare
+ * (arena.c, one_spare_keep) for the next block of that class: no trip through
+ * the chunk's bitmaps and the lock. It counts as active while kept. */
+#define ONE 300000
+
+static size_t one_span(void) { return (size_t)class_info[size_class(ONE)].units * UNIT_SIZE; }
+
+Test(spare, a_one_block_page_is_kept_for_the_next_block_of_its_class) {
+  sizeclass_init();
+  cr_assert(class_is_one_block(size_class(ONE)));
+  size_t before = active();
+  void *p = ebb_malloc(ONE);
+  cr_assert_not_null(p);
+  page_t *pg = page_of(p);
+  ebb_free(p);
+  cr_assert_eq(atomic_load(&arena_tls->one_spare), pg, "the emptied page was not kept");
+  cr_assert_eq(active() - before, one_span(), "the kept page does not count as active");
+  size_t maps = fake_maps;
+  for (int i = 0; i < 100; i++) {
+    void *q = ebb_malloc(ONE);
+    cr_assert_eq(q, p, "round %d: the kept page's block was not handed out again", i);
+    memset(q, i, ONE);
+    ebb_free(q);
+  }
+  cr_assert_eq(fake_maps, maps);
+  /* another class of one-block pages takes its own page; its free keeps that
+   * one, and the page kept before goes back */
+  void *r = ebb_malloc(2 * ONE);
+  cr_assert_not_null(r);
+  cr_assert_neq(page_of(r), pg);
+  ebb_free(r);
+  cr_assert_eq(atomic_load(&arena_tls->one_spare), page_of(r));
+  cr_assert_neq(pg->cls, size_class(ONE), "the page kept before did not go back to its chunk");
+  ebb_trim();
+  cr_assert_null(atomic_load(&arena_tls->one_spare), "ebb_trim left the kept page");
+  cr_assert_eq(active(), before);
+}
+
+/* The thread's decay pass gives it back once the same page has sat there for
+ * the decay time (the first pass only notes it); EBB_DECAY_MS=0 keeps none. */
+Test(spare, the_decay_pass_gives_the_kept_one_block_page_back) {
+  sizeclass_init();
+  opt.decay_ms = 1000;
+  size_t before = active();
+  void *p = ebb_malloc(ONE);
+  page_t *pg = page_of(p);
+  ebb_free(p);
+  arena_decay(arena_tls, fake_now, true, false, PASS_PAGES);
+  cr_assert_eq(atomic_load(&arena_tls->one_spare), pg, "the first pass gave it back");
+  fake_now += 999;
+  arena_decay(arena_tls, fake_now, true, false, PASS_PAGES);
+  cr_assert_eq(atomic_load(&arena_tls->one_spare), pg, "given back before the decay time");
+  fake_now += 1;
+  arena_decay(arena_tls, fake_now, true, false, PASS_PAGES);
+  cr_assert_null(atomic_load(&arena_tls->one_spare), "kept past the decay time");
+  cr_assert_eq(active(), before);
+  ebb_trim();
+}
+
+Test(spare, no_kept_one_block_page_when_memory_is_to_go_back_at_once) {
+  sizeclass_init();
+  opt.decay_ms = 0;
+  size_t before = active();
+  void *p = ebb_malloc(ONE);
+  ebb_free(p);
+  cr_assert_null(atomic_load(&arena_tls->one_spare));
+  cr_assert_eq(active(), before);
+}
+
+/* A thread that exits, or idles, with a kept page: another thread's pass over
+ * its arena gives the page back (no owner will take it). */
+static void *keep_one_and_exit(void *arg) {
+  void *p = ebb_malloc(ONE);
+  *(arena_t **)arg = arena_tls;
+  ebb_free(p);
+  return NULL;
+}
+
+Test(spare, an_exited_threads_kept_page_goes_back) {
+  sizeclass_init();
+  opt.decay_ms = 1000;
+  size_t before = active();
+  arena_t *gone = NULL;
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, keep_one_and_exit, &gone), 0);
+  pthread_join(t, NULL);
+  cr_assert_not_null(gone);
+  cr_assert_not_null(atomic_load(&gone->one_spare), "the thread kept no page");
+  arena_purge_all(false);
+  cr_assert_null(atomic_load(&gone->one_spare), "a pass over the exited thread's arena left its page");
+  cr_assert_eq(active(), before);
 }
