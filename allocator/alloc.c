@@ -485,6 +485,9 @@ static void *aligned_alloc_in(arena_t *first_class, size_t align, size_t size) {
      * a unit the block is also its page's only one (size < align: align). */
     unsigned c = size_class(size > align ? size : align);
     while (class_size_of(c) & (align - 1)) c++; /* CLASS_MAX_SIZE is a multiple of every such align */
+    /* every block of c lies at a multiple of its size from its unit-aligned
+     * page: malloc's own paths (the thread cache, the class's page) serve it */
+    if (!first_class && align <= UNIT_SIZE) return malloc_inline(class_size_of(c));
     arena_t *a = first_class ? first_class : thread_arena();
     if (!a) return fail_nomem();
     void *p = align <= UNIT_SIZE ? arena_malloc(a, class_size_of(c)) : arena_malloc_aligned(a, c, align);
