@@ -557,11 +557,13 @@ EBB_EXPORT ebb_arena_t *ebb_arena_create(void) {
  * thread used them. A handle to memory that is no arena matches by chance
  * only (2^-64); one destroyed and then returned again by ebb_arena_create
  * is that new arena (as a stale pointer to a reused block is that block). */
+EBB_INLINE bool arena_is_live_first_class(const arena_t *a) {
+  return relaxed_load(a->check) == ((uintptr_t)a ^ page_key) &&
+         atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS;
+}
 static arena_t *arena_arg(ebb_arena_t *h, const char *func) {
   arena_t *a = (arena_t *)h;
-  EBB_CHECK(a && ((uintptr_t)a & (OS_PAGE - 1)) == 0 && relaxed_load(a->check) == ((uintptr_t)a ^ page_key) &&
-                atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS,
-            func, "invalid arena", h);
+  EBB_CHECK(a && ((uintptr_t)a & (OS_PAGE - 1)) == 0 && arena_is_live_first_class(a), func, "invalid arena", h);
   return a;
 }
 
@@ -574,8 +576,7 @@ static arena_t *arena_arg(ebb_arena_t *h, const char *func) {
  * pages. A handle to unmapped memory still faults, as in arena_arg. */
 EBB_EXPORT void *ebb_arena_malloc(ebb_arena_t *h, size_t size) {
   arena_t *a = (arena_t *)h;
-  if (likely(size <= 1024 && a && relaxed_load(a->check) == ((uintptr_t)a ^ page_key) &&
-             atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS)) {
+  if (likely(size <= 1024 && a && arena_is_live_first_class(a))) {
     void *p = arena_pop_page(a, class_small[(size + 15) >> 4]); /* first-class: no cache; NULL, a failed ebb_arena_create's, is named below */
     if (likely(p != NULL)) return p;
   }

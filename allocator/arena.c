@@ -516,18 +516,13 @@ static page_t *arena_page_new(arena_t *a, unsigned cls, unsigned step) {
  * that other threads freed into comes back onto its queue as any full page
  * does (arena_drain_remote), and is used from there. */
 static void *page_new_one(arena_t *a, unsigned cls, unsigned step) {
-  page_t *pg = one_spare_take(a, cls, step);
-  if (pg) { /* its block is on its list; the page is off every list, as below */
-    ebb_assert(page_is_one_block(pg) && pg->used == 0 && !pg->full && pg->owner == a);
-    void *b = page_pop(pg);
-    ebb_assert(b != NULL);
+  page_t *pg = one_spare_take(a, cls, step); /* its block on its list (page_refill: true at once) */
+  if (pg) {
+    ebb_assert(pg->used == 0 && !pg->full && pg->owner == a);
     pg->touched = a->now;
-    atomic_store_explicit(&pg->xfree, XFREE_FULL, memory_order_relaxed);
-    page_flag_full(pg);
-    return b;
+  } else if (!(pg = page_new_unqueued(a, cls, step, true))) {
+    return NULL;
   }
-  pg = page_new_unqueued(a, cls, step, true);
-  if (!pg) return NULL;
   ebb_assert(page_is_one_block(pg));
   void *b = page_refill(pg) ? page_pop(pg) : NULL;
   ebb_assert(b != NULL);

@@ -367,6 +367,20 @@ void os_sleep_ms(uint64_t ms) {
 
 /* ---- C++ */
 
+/* name in the loaded library of that soname (RTLD_NOLOAD: never loads it),
+ * which dlsym on its handle searches first; NULL if it is not loaded. dlopen
+ * itself is looked up, not linked: a static link would warn for it (and there
+ * dlsym finds nothing, so this returns NULL). */
+static void *cxx_lib_symbol(const char *soname, const char *name) {
+  void *(*open_fn)(const char *, int) = (void *(*)(const char *, int))dlsym(RTLD_DEFAULT, "dlopen");
+  int (*close_fn)(void *) = open_fn ? (int (*)(void *))dlsym(RTLD_DEFAULT, "dlclose") : NULL;
+  void *lib = close_fn ? open_fn(soname, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+  if (!lib) return NULL;
+  void *f = dlsym(lib, name);
+  close_fn(lib); /* the library that loaded it keeps it */
+  return f;
+}
+
 /* Only on a throwing operator new that failed (public.c), never on malloc's
  * path: dlsym and dlopen take the loader's lock (recursive: a constructor
  * running under dlopen may get here) and may allocate (an error string). A
@@ -376,35 +390,18 @@ void os_sleep_ms(uint64_t ms) {
 void *os_cxx_symbol(const char *name) {
   int saved = errno;
   void *f = dlsym(RTLD_DEFAULT, name);
-  /* dlopen itself looked up, not linked: a static link would warn for it
-   * (and there dlsym finds nothing, so this is skipped) */
-  void *(*open_fn)(const char *, int) = f ? NULL : (void *(*)(const char *, int))dlsym(RTLD_DEFAULT, "dlopen");
-  int (*close_fn)(void *) = open_fn ? (int (*)(void *))dlsym(RTLD_DEFAULT, "dlclose") : NULL;
-  void *lib = close_fn ? open_fn("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD) : NULL;
-  if (lib) {
-    f = dlsym(lib, name);
-    close_fn(lib); /* the library that loaded it keeps it */
-  }
+  if (!f) f = cxx_lib_symbol("libstdc++.so.6", name);
   errno = saved;
   return f;
 }
 
-/* Asks the runtime library itself (dlsym on its handle searches it first), not
- * the global scope, where ebb's definitions come first and another
- * allocator's replacement could come next: a block from that one would die
- * in ebb's free as an invalid pointer. */
+/* Asks the runtime library itself, not the global scope, where ebb's
+ * definitions come first and another allocator's replacement could come
+ * next: a block from that one would die in ebb's free as an invalid pointer. */
 void *os_cxx_runtime_symbol(const char *name) {
-  static const char *const libs[] = {"libstdc++.so.6", "libc++.so.1"};
   int saved = errno;
-  void *(*open_fn)(const char *, int) = (void *(*)(const char *, int))dlsym(RTLD_DEFAULT, "dlopen");
-  int (*close_fn)(void *) = open_fn ? (int (*)(void *))dlsym(RTLD_DEFAULT, "dlclose") : NULL;
-  void *f = NULL;
-  for (size_t i = 0; close_fn && !f && i < sizeof libs / sizeof libs[0]; i++) {
-    void *lib = open_fn(libs[i], RTLD_LAZY | RTLD_NOLOAD);
-    if (!lib) continue;
-    f = dlsym(lib, name);
-    close_fn(lib); /* the library that loaded it keeps it */
-  }
+  void *f = cxx_lib_symbol("libstdc++.so.6", name);
+  if (!f) f = cxx_lib_symbol("libc++.so.1", name);
   errno = saved;
   return f;
 }
