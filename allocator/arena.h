@@ -74,6 +74,14 @@ typedef struct arena {
    * one_spare_keep); taken by whoever exchanges it out first. */
   _Atomic(page_t *) one_spare;
   page_t *one_spare_seen;         /* what the owner's last decay pass found there, and when */
+  /* A class whose current page of several units emptied and stays its page
+   * until the arena's next span or next emptied page (arena.c, page_hold);
+   * NCLASSES for none. What decides it: the class that took the arena's last
+   * span, how many spans in a row it took each right after its own page went
+   * back, and the class whose page went back last. The owner's, like the
+   * queues. */
+  uint32_t held_cls;
+  uint32_t bounce_cls, bounce_n, retired_cls;
   uint64_t one_spare_seen_at;
   spinlock_t lock;                /* chunks' bitmaps, chunk list, huge list */
   chunk_t *chunks;                /* chunks with a free unit (the only ones a span or a purge looks at) */

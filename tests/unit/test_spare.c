@@ -328,3 +328,131 @@ Test(spare, an_exited_threads_kept_page_goes_back) {
   cr_assert_null(atomic_load(&gone->one_spare), "a pass over the exited thread's arena left its page");
   cr_assert_eq(active(), before);
 }
+
+/* ---------------------------------------------- a bouncing class's page */
+
+/* A loop that mallocs and frees one block of a class whose pages span several
+ * units gave the span back at every free and took it again at the next
+ * malloc. Once the arena's last few spans were all that class's, each taken
+ * right after its own page went back, the class holds its emptied page
+ * (arena.c, page_hold) until the arena takes a span for another class or
+ * another of its pages empties. A request that draws from many classes never
+ * holds one (instance churn paid twice the faults at 20 ms gaps when every
+ * such page, or just the last one emptied, was kept). 65537 B: 3 blocks to a
+ * 3-unit page; 40000 B: another class of several units. */
+enum { BOUNCE = 65537, OTHER = 40000 };
+
+static size_t span_of(size_t size) { return (size_t)class_info[size_class(size)].units * UNIT_SIZE; }
+
+static void bounce_classes_ok(void) {
+  sizeclass_init();
+  for (int i = 0; i < 2; i++) {
+    const class_info_t *ci = &class_info[size_class(i ? OTHER : BOUNCE)];
+    cr_assert_gt(ci->units, 1);
+    cr_assert_gt(ci->count, 1);
+  }
+  cr_assert_neq(size_class(BOUNCE), size_class(OTHER));
+}
+
+/* malloc/free of size n times; the page the last block came from */
+static page_t *bounce(size_t size, int n) {
+  page_t *pg = NULL;
+  for (int i = 0; i < n; i++) {
+    void *p = ebb_malloc(size);
+    cr_assert_not_null(p);
+    memset(p, i, size);
+    pg = page_of(p);
+    ebb_free(p);
+  }
+  return pg;
+}
+
+Test(spare, a_class_that_bounces_holds_its_emptied_page) {
+  bounce_classes_ok();
+  size_t before = active();
+  page_t *pg = bounce(BOUNCE, 1);
+  cr_assert_eq(active(), before, "the first emptied page was held");
+  pg = bounce(BOUNCE, 10);
+  cr_assert_eq(arena_tls->held_cls, size_class(BOUNCE), "the bouncing class holds no page");
+  cr_assert_eq(arena_tls->tc[size_class(BOUNCE)].direct, pg);
+  cr_assert_eq(active() - before, span_of(BOUNCE), "the held page does not count as active");
+  size_t maps = fake_maps;
+  for (int i = 0; i < 1000; i++)
+    cr_assert_eq(bounce(BOUNCE, 1), pg, "round %d: the held page's block was not handed out again", i);
+  cr_assert_eq(fake_maps, maps);
+  cr_assert_eq(active() - before, span_of(BOUNCE));
+  /* another class's span: the held page goes back first */
+  void *q = ebb_malloc(OTHER);
+  cr_assert_not_null(q);
+  cr_assert_eq(arena_tls->held_cls, NCLASSES);
+  cr_assert_neq(pg->cls, size_class(BOUNCE), "the held page did not go back to its chunk");
+  cr_assert_eq(active() - before, span_of(OTHER));
+  ebb_free(q);
+  cr_assert_eq(active(), before, "one bounce of another class held its page");
+  ebb_trim();
+}
+
+/* Two classes taking turns (as a request's blocks do): neither holds. */
+Test(spare, classes_taking_turns_hold_nothing) {
+  bounce_classes_ok();
+  size_t before = active();
+  for (int i = 0; i < 100; i++) {
+    bounce(BOUNCE, 1);
+    cr_assert_eq(active(), before, "round %d: %zu B stayed after the first class", i, active() - before);
+    bounce(OTHER, 1);
+    cr_assert_eq(active(), before, "round %d: %zu B stayed after the second class", i, active() - before);
+    cr_assert_eq(arena_tls->held_cls, NCLASSES);
+  }
+}
+
+/* Another page of the arena emptying ends the hold too; so do ebb_trim and
+ * the thread's decay pass (after the decay time, as for any empty current
+ * page); EBB_DECAY_MS=0 holds none. */
+Test(spare, another_emptied_page_ends_the_hold) {
+  bounce_classes_ok();
+  void *keep = ebb_malloc(OTHER); /* a page of the other class, in use */
+  cr_assert_not_null(keep);
+  size_t before = active();
+  page_t *pg = bounce(BOUNCE, 10);
+  cr_assert_eq(arena_tls->held_cls, size_class(BOUNCE));
+  ebb_free(keep); /* its page empties */
+  cr_assert_eq(arena_tls->held_cls, NCLASSES);
+  cr_assert_neq(pg->cls, size_class(BOUNCE), "the held page stayed after another page emptied");
+  cr_assert_eq(active(), before - span_of(OTHER));
+}
+
+Test(spare, ebb_trim_gives_the_held_page_back) {
+  bounce_classes_ok();
+  size_t before = active();
+  page_t *pg = bounce(BOUNCE, 10);
+  cr_assert_eq(arena_tls->held_cls, size_class(BOUNCE));
+  ebb_trim();
+  cr_assert_neq(pg->cls, size_class(BOUNCE));
+  cr_assert_eq(active(), before);
+}
+
+Test(spare, the_decay_pass_gives_the_held_page_back) {
+  bounce_classes_ok();
+  opt.decay_ms = 1000;
+  size_t before = active();
+  page_t *pg = bounce(BOUNCE, 10);
+  arena_decay(arena_tls, fake_now, true, false, PASS_PAGES);
+  cr_assert_eq(pg->cls, size_class(BOUNCE), "the first pass gave it back");
+  fake_now += 999;
+  arena_decay(arena_tls, fake_now, true, false, PASS_PAGES);
+  cr_assert_eq(pg->cls, size_class(BOUNCE), "given back before the decay time");
+  fake_now += 1;
+  arena_decay(arena_tls, fake_now, true, false, PASS_PAGES);
+  cr_assert_neq(pg->cls, size_class(BOUNCE), "held past the decay time");
+  cr_assert_eq(active(), before);
+  ebb_trim();
+}
+
+Test(spare, no_held_page_when_memory_is_to_go_back_at_once) {
+  bounce_classes_ok();
+  opt.decay_ms = 0;
+  size_t before = active();
+  bounce(BOUNCE, 20);
+  cr_assert_eq(arena_tls->held_cls, NCLASSES);
+  cr_assert_eq(active(), before);
+}
