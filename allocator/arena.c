@@ -716,10 +716,11 @@ static void page_take_over(arena_t *a, page_t *pg, page_t *d) {
 }
 
 /* A loop that mallocs and frees one block of a class whose pages span several
- * units (a 64 KiB buffer and its header: 65537 B, 3 to a 3-unit page) gave
- * the span back at every free and took it again at the next malloc, through
- * the chunk's bitmaps and the lock: ~1200 instructions and 100 ns a pair,
- * where tcmalloc takes 3.5 and glibc 16. Keeping every such emptied current
+ * units (a 64 KiB buffer and its header: 65537 B, in blocks of 80 KiB, 3 to
+ * a 4-unit page) gave the span back at every free and took it again at the
+ * next malloc, through the chunk's bitmaps and the lock: ~1200 instructions
+ * and 100 ns a pair, where tcmalloc takes 3.5 and glibc 16 (a probe's
+ * finding). Keeping every such emptied current
  * page until its decay pass instead (as one-unit pages are kept) cost
  * instance churn at 20 ms gaps 1.25 faults a request instead of 0.24 (each
  * class's page pinned its span between requests, and the next request's

@@ -338,8 +338,8 @@ Test(spare, an_exited_threads_kept_page_goes_back) {
  * (arena.c, page_hold) until the arena takes a span for another class or
  * another of its pages empties. A request that draws from many classes never
  * holds one (instance churn paid twice the faults at 20 ms gaps when every
- * such page, or just the last one emptied, was kept). 65537 B: 3 blocks to a
- * 3-unit page; 40000 B: another class of several units. */
+ * such page, or just the last one emptied, was kept). 65537 B: blocks of 80 KiB,
+ * 3 to a 4-unit page; 40000 B: blocks of 40 KiB, 3 to 2 units. */
 enum { BOUNCE = 65537, OTHER = 40000 };
 
 static size_t span_of(size_t size) { return (size_t)class_info[size_class(size)].units * UNIT_SIZE; }
