@@ -84,6 +84,10 @@ typedef struct arena {
   uint32_t bounce_cls, bounce_n, retired_cls;
   uint64_t one_spare_seen_at;
   spinlock_t lock;                /* chunks' bitmaps, chunk list, huge list */
+  /* The last span search's best fit, while no span has gone back since
+   * (arena.c, take_span_locked); under the lock. */
+  chunk_t *fit_chunk;
+  uint32_t fit_units, fit_len, fit_warm, fit_gen, spans_gen;
   chunk_t *chunks;                /* chunks with a free unit (the only ones a span or a purge looks at) */
   chunk_t *chunks_full;           /* chunks with none */
   struct huge *huge;              /* first-class arenas: large blocks to free on destroy */

@@ -158,6 +158,74 @@ Test(placement, full_chunks_leave_the_search_and_come_back_when_a_page_goes_back
   cr_assert_eq(list_len(a->chunks_full), 0);
 }
 
+/* The span search's memo (arena.c, take_fit_again_locked): a search for as
+ * many units as the last one, with no span given back since, asks the chunk
+ * the last one chose, since taking spans only shortens runs. It must still
+ * pick the best fit: not that chunk once its shortest fitting run is longer
+ * than another chunk's, and not after a span went back (found while writing
+ * the memo: a chunk with runs of 3 and 10 kept answering with its 10 after
+ * the 3 was taken, where another chunk had a run of 5). Two chunks of 64 KiB
+ * pages (one unit each) with runs cut into them, then blocks of two units
+ * (one-block pages); EBB_DECAY_MS=0 so that no page is kept and every free
+ * unit is purged (the search's second pass, over all free units). */
+static unsigned unit_of(const void *p) {
+  return (unsigned)(((uintptr_t)p - (uintptr_t)chunk_of(p)) >> UNIT_SHIFT);
+}
+
+Test(placement, the_span_searchs_memo_still_gives_the_best_fit) {
+  sizeclass_init();
+  opt.decay_ms = 0;
+  enum { N = 2 * (CHUNK_UNITS - 1), TWO = 114688 };
+  cr_assert(class_is_one_block(size_class(TWO)));
+  cr_assert_eq(class_info[size_class(TWO)].units, 2);
+  static void *blocks[N];
+  for (int i = 0; i < N; i++) cr_assert_not_null(blocks[i] = ebb_malloc(64 * KiB));
+  arena_t *a = arena_tls;
+  a->tc_cap[size_class(64 * KiB)] = 1; /* every free goes to its page */
+  relaxed_store(a->tc[size_class(64 * KiB)].fl.used, 0);
+  cr_assert_eq(list_len(a->chunks_full), 2);
+  cr_assert_null(a->chunks);
+  chunk_t *ca = chunk_of(blocks[0]), *cb = NULL;
+  for (int i = 0; i < N; i++)
+    if (chunk_of(blocks[i]) != ca) cb = chunk_of(blocks[i]);
+  cr_assert_not_null(cb);
+  /* chunk A: free runs of 3 (units 10-12) and 10 (30-39); chunk B: of 5 (20-24) */
+  for (int i = 0; i < N; i++) {
+    unsigned u = unit_of(blocks[i]);
+    bool in_a = chunk_of(blocks[i]) == ca;
+    if ((in_a && ((u >= 10 && u <= 12) || (u >= 30 && u <= 39))) || (!in_a && u >= 20 && u <= 24)) {
+      ebb_free(blocks[i]);
+      blocks[i] = NULL;
+    }
+  }
+  cr_assert_eq(ca->free_count, 13);
+  cr_assert_eq(cb->free_count, 5);
+  void *t1 = ebb_malloc(TWO); /* A's run of 3; A's best is then its 10 */
+  cr_assert_eq(chunk_of(t1), ca, "the shortest run that holds two units is A's three");
+  void *t2 = ebb_malloc(TWO);
+  cr_assert_eq(chunk_of(t2), cb, "A answered with its run of 10 where B has one of 5");
+  void *t3 = ebb_malloc(TWO); /* B's run left: 3 */
+  cr_assert_eq(chunk_of(t3), cb);
+  void *t4 = ebb_malloc(TWO); /* B's run left: 1 */
+  cr_assert_eq(chunk_of(t4), ca, "only A's run of 10 holds two units");
+  /* a 64 KiB page beside B's last free unit goes back: a run of exactly 2 */
+  int beside = -1;
+  for (int i = 0; i < N; i++)
+    if (blocks[i] && chunk_of(blocks[i]) == cb && unit_of(blocks[i]) == 25) beside = i;
+  cr_assert_geq(beside, 0);
+  ebb_free(blocks[beside]);
+  blocks[beside] = NULL;
+  void *t5 = ebb_malloc(TWO);
+  cr_assert_eq(chunk_of(t5), cb, "the memo outlived a span given back");
+  cr_assert_eq(unit_of(t5), 24);
+  ebb_free(t1);
+  ebb_free(t2);
+  ebb_free(t3);
+  ebb_free(t4);
+  ebb_free(t5);
+  for (int i = 0; i < N; i++) ebb_free(blocks[i]);
+}
+
 /* ---------------------------------------------------------------- aligned spans */
 
 Test(placement, an_aligned_span_starts_at_a_multiple_of_its_step) {
