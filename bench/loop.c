@@ -14,13 +14,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define SLOTS 256
+#define SLOTS 256      /* the default window */
+#define MAX_SLOTS 4096
 #define SIZES 4096
 
 static size_t sizes[SIZES];
-static void *slots[SLOTS];
+static void *slots[MAX_SLOTS];
 
 /* 3 in 4 blocks are 8–128 B, the rest 129–512 B: the shape of typical C/C++ heaps.
+ * With --slots N, N slots instead of 256 (--slots 1: one block freed and
+ * allocated again in turn, a scratch buffer's pattern). With --batch 1, all
+ * the slots are filled, then all freed in the order they were filled, round
+ * after round (a phase of N blocks built and torn down).
  * With --min and --max, uniform in [min, max] instead (e.g. 1025–4096: sizes a
  * page holds only 16–64 of, whose lists run empty and full far more often). */
 static void make_sizes(uint64_t *rng, long min, long max) {
@@ -35,24 +40,40 @@ int main(int argc, char **argv) {
   long iters = bench_opt(argc, argv, "iters", 5000000);
   uint64_t rng = (uint64_t)bench_opt(argc, argv, "seed", 1) * 0x9E3779B97F4A7C15ULL + 1;
   long min = bench_opt(argc, argv, "min", 0), max = bench_opt(argc, argv, "max", 0);
-  if (iters < 1 || min < 0 || (min > 0 && max < min)) {
-    fprintf(stderr, "loop: need iters >= 1, and max >= min when min is given\n");
+  long nslots = bench_opt(argc, argv, "slots", SLOTS), batch = bench_opt(argc, argv, "batch", 0);
+  if (iters < 1 || min < 0 || (min > 0 && max < min) || nslots < 1 || nslots > MAX_SLOTS) {
+    fprintf(stderr, "loop: need iters >= 1, slots in 1..%d, and max >= min when min is given\n", MAX_SLOTS);
     return 2;
   }
   bench_begin("loop", min > 0 ? "sized" : "small", argc, argv);
   make_sizes(&rng, min, max);
-  for (size_t k = 0; k < SLOTS; k++) slots[k] = malloc(sizes[k]);
+  if (batch) { /* every slot filled, then every block freed in the order it came, iters pairs in all */
+    uint64_t t0 = bench_now_ns();
+    long done = 0;
+    for (size_t round = 0; done < iters; round++) {
+      for (size_t k = 0; k < (size_t)nslots; k++) {
+        char *p = malloc(sizes[(round * (size_t)nslots + k) % SIZES]);
+        p[0] = (char)k;
+        slots[k] = p;
+      }
+      for (size_t k = 0; k < (size_t)nslots; k++) free(slots[k]);
+      done += nslots;
+    }
+    printf("result ns_per_pair=%.2f rss_kb=%ld\n", (double)(bench_now_ns() - t0) / (double)done, bench_rss_kb());
+    return 0;
+  }
+  for (size_t k = 0; k < (size_t)nslots; k++) slots[k] = malloc(sizes[k]);
   uint64_t t0 = bench_now_ns();
   for (long i = 0; i < iters; i++) {
     /* A stride that is odd relative to SLOTS frees in an order that is not LIFO. */
-    size_t k = ((size_t)i * 97) % SLOTS;
+    size_t k = ((size_t)i * 97) % (size_t)nslots;
     free(slots[k]);
     char *p = malloc(sizes[(size_t)i % SIZES]);
     p[0] = (char)i;
     slots[k] = p;
   }
   double ns = (double)(bench_now_ns() - t0) / (double)iters;
-  for (size_t k = 0; k < SLOTS; k++) free(slots[k]);
+  for (size_t k = 0; k < (size_t)nslots; k++) free(slots[k]);
   printf("result ns_per_pair=%.2f rss_kb=%ld\n", ns, bench_rss_kb());
   return 0;
 }
