@@ -64,14 +64,23 @@ int main(int argc, char **argv) {
   }
   for (size_t k = 0; k < (size_t)nslots; k++) slots[k] = malloc(sizes[k]);
   uint64_t t0 = bench_now_ns();
-  for (long i = 0; i < iters; i++) {
-    /* A stride that is odd relative to SLOTS frees in an order that is not LIFO. */
-    size_t k = ((size_t)i * 97) % (size_t)nslots;
-    free(slots[k]);
-    char *p = malloc(sizes[(size_t)i % SIZES]);
-    p[0] = (char)i;
-    slots[k] = p;
-  }
+  if (nslots == SLOTS) /* the standard window: a constant divisor (a mask), as before --slots existed */
+    for (long i = 0; i < iters; i++) {
+      /* A stride that is odd relative to SLOTS frees in an order that is not LIFO. */
+      size_t k = ((size_t)i * 97) % SLOTS;
+      free(slots[k]);
+      char *p = malloc(sizes[(size_t)i % SIZES]);
+      p[0] = (char)i;
+      slots[k] = p;
+    }
+  else
+    for (long i = 0; i < iters; i++) {
+      size_t k = ((size_t)i * 97) % (size_t)nslots;
+      free(slots[k]);
+      char *p = malloc(sizes[(size_t)i % SIZES]);
+      p[0] = (char)i;
+      slots[k] = p;
+    }
   double ns = (double)(bench_now_ns() - t0) / (double)iters;
   for (size_t k = 0; k < (size_t)nslots; k++) free(slots[k]);
   printf("result ns_per_pair=%.2f rss_kb=%ld\n", ns, bench_rss_kb());
