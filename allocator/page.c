@@ -29,6 +29,7 @@ void page_init(page_t *pg, unsigned cls, char *start, struct arena *owner, bool 
   relaxed_store(pg->head_back, 0);
   relaxed_store(pg->sub_shift, (uint8_t)ci->sub_shift);
   relaxed_store(pg->block_size, ci->size);
+  pg->color = 0;
   pg->capacity = ci->count;
   relaxed_store(pg->purged, 0);
   page_set_cache(pg);
@@ -176,7 +177,7 @@ static size_t purge_runs(page_t *pg, uint64_t m, bool use_free) {
 
 size_t page_purge_free(page_t *pg, bool use_free) {
   uint32_t carved = page_carved(pg);
-  if (pg->block_size > (1u << pg->sub_shift) * 64 || carved > MAX_BLOCKS) return 0;
+  if (pg->block_size > (1u << pg->sub_shift) * 64 || carved > MAX_BLOCKS || pg->color) return 0;
   uint64_t bits[MAX_BLOCKS / 64] = {0};
   mark_free(pg, bits);
   unsigned ngran = (unsigned)(page_span(pg) >> pg->sub_shift);
@@ -222,8 +223,9 @@ bool page_is_valid(page_t *pg) {
       (pg->bump_end > pg->carved_end && (pg->bump_end > pg->capacity * pg->block_size || pg->purged)))
     return false;
   /* page_is_block's limit moves with the bump pointer */
-  if (pg->blk_limit != offset_block_limit(carved, pg->magic, pg->block_size) ||
-      pg->blk_step != offset_block_limit(1, pg->magic, pg->block_size))
+  uint32_t stride = pg->block_size + pg->color; /* the class's size, magic's divisor */
+  if (stride != class_info[pg->cls].size || pg->blk_limit != offset_block_limit(carved, pg->magic, stride) ||
+      pg->blk_step != offset_block_limit(1, pg->magic, stride))
     return false;
   uint32_t nfree = 0, parked = 0;
   for (block_t *b = pg->free; b; b = block_next(b), nfree++) {

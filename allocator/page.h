@@ -54,10 +54,10 @@ typedef struct {
 typedef struct page {
   /* line 0: read by every free; written on slow paths, and by page_bump while the page is fresh */
   uint64_t magic;         /* class magic, for offset → index; 0 when the unit serves no class */
-  char *start;            /* first byte of the span */
+  char *start;            /* first byte of the span (its first block's: the span's plus color) */
   uint64_t blk_limit;     /* carved blocks times the class's e: page_is_block's one compare (sizeclass.h); 64-bit so the compare takes it as a memory operand */
   uint32_t carved_end;    /* bump pointer: blocks below it were handed out at least once, offsets at or past it are no block */
-  uint32_t block_size;    /* class size */
+  uint32_t block_size;    /* class size (a colored one-block page's block: that less color) */
   uint32_t capacity;      /* blocks that fit */
   uint8_t cls;            /* size class, PAGE_UNUSED, or PAGE_TAIL (a later unit of a span) */
   uint8_t units;          /* span length in units (head only) */
@@ -97,7 +97,8 @@ typedef struct page {
   uint8_t empty_watch;
   uint8_t fresh_zero; /* the span read as zeroes when taken (chunk_take_span sets it, page_init keeps it):
                          nothing at or past carved_end has been written since */
-  uint8_t pad3[46];   /* a fourth line, so a descriptor is found with a shift (256 bytes) */
+  uint16_t color;     /* a one-block page's block starts this far into the span (page_color): 0 otherwise */
+  uint8_t pad3[44];   /* a fourth line, so a descriptor is found with a shift (256 bytes) */
 } page_t;
 _Static_assert(sizeof(page_t) == 256, "four cache lines");
 _Static_assert(offsetof(page_t, fl.free) == offsetof(page_t, free) && offsetof(page_t, fl.used) == offsetof(page_t, used),
@@ -183,7 +184,7 @@ EBB_INLINE void page_set_slow(page_t *pg, bool slow) {
 #define TC_OFF(t) ((uint16_t)((t) * TC_SLOT))
 #define TC_OF(off) ((unsigned)((off) / TC_SLOT))
 EBB_INLINE void page_set_cache(page_t *pg) {
-  bool ok = relaxed_load(pg->cls) < NCLASSES && !pg->bump && relaxed_load(pg->purged) == 0;
+  bool ok = relaxed_load(pg->cls) < NCLASSES && !pg->bump && relaxed_load(pg->purged) == 0 && !pg->color;
   relaxed_store(pg->tc_off, TC_OFF(ok ? relaxed_load(pg->cls) : TC_NONE));
 }
 

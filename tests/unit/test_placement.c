@@ -6,6 +6,7 @@
  * ebb_* names, no override; the decay time is far away, so nothing resident is
  * ever purged and "resident" is every unit a span ever took. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include "arena.h"
@@ -421,6 +422,118 @@ Test(placement, a_page_of_one_block_is_born_full_and_its_free_gives_the_span_bac
   ebb_arena_reset(fa);
   cr_assert_eq(ebb_arena_malloc(fa, size), x, "after the reset, the same place");
   ebb_arena_destroy(fa);
+}
+
+/* One-block pages are colored (arena.c, page_color): the block starts a
+ * multiple of 64 bytes into its span, up to 4032, picked by the span's
+ * address, within what the request leaves of the class's size. Spans that
+ * all started their blocks on a unit boundary made buffers written in step
+ * compete for the same cache sets (bench/bigbuf). */
+#define ONE 300000
+static size_t color_of(const void *p) { return (uintptr_t)p & (UNIT_SIZE - 1); }
+
+Test(placement, one_block_pages_start_their_block_at_a_color_within_the_slack) {
+  sizeclass_init();
+  unsigned cls = size_class(ONE);
+  size_t cs = class_info[cls].size;
+  cr_assert(class_is_one_block(cls));
+  cr_assert_geq(cs - ONE, 4096);
+  enum { N = 16 };
+  void *v[N];
+  uint64_t seen = 0;
+  for (int i = 0; i < N; i++) {
+    cr_assert_not_null(v[i] = ebb_malloc(ONE));
+    size_t c = color_of(v[i]);
+    cr_assert_eq(c % 64, 0, "block %d at %zu bytes into its span", i, c);
+    cr_assert_lt(c, 4096);
+    cr_assert_eq(ebb_malloc_usable_size(v[i]), cs - c, "the usable size is the class's less the color");
+    seen |= (uint64_t)1 << (c / 64);
+  }
+  cr_assert_geq(__builtin_popcountll(seen), 4, "%d spans, %d colors", N, __builtin_popcountll(seen));
+  for (int i = 0; i < N; i++) memset(v[i], i, ebb_malloc_usable_size(v[i]));
+  for (int i = 0; i < N; i++) {
+    unsigned char *b = v[i];
+    size_t n = ebb_malloc_usable_size(b);
+    cr_assert(b[0] == i && b[n - 1] == i, "block %d was overwritten", i);
+  }
+  for (int i = 0; i < N; i++) ebb_free(v[i]);
+  /* no slack: no color; an aligned block neither */
+  void *full = ebb_malloc(cs);
+  cr_assert_eq(color_of(full), 0);
+  void *al = ebb_aligned_alloc(2 * UNIT_SIZE, ONE);
+  cr_assert_eq((uintptr_t)al % (2 * UNIT_SIZE), 0);
+  ebb_free(full);
+  ebb_free(al);
+  ebb_trim();
+}
+
+/* The thread's kept page (one_spare) serves only a request its colored block
+ * holds; a larger one takes a page of its own, uncolored. */
+Test(placement, a_kept_colored_page_serves_only_what_its_block_holds) {
+  sizeclass_init();
+  unsigned cls = size_class(ONE);
+  size_t cs = class_info[cls].size;
+  void *v[16], *p = NULL;
+  int n = 0;
+  while (n < 16 && !p) { /* a block with a color */
+    v[n] = ebb_malloc(ONE);
+    if (color_of(v[n])) p = v[n];
+    n++;
+  }
+  cr_assert_not_null(p, "16 spans, none colored");
+  ebb_free(p);
+  cr_assert_eq(atomic_load(&arena_tls->one_spare), chunk_page_of(chunk_of(p), p));
+  void *q = ebb_malloc(cs);
+  cr_assert_neq(q, p);
+  cr_assert_eq(color_of(q), 0);
+  cr_assert_geq(ebb_malloc_usable_size(q), cs);
+  memset(q, 1, cs);
+  void *r = ebb_malloc(ONE);
+  cr_assert_eq(r, p, "a request the kept block holds does not take it");
+  ebb_free(q);
+  ebb_free(r);
+  for (int i = 0; i < n; i++)
+    if (v[i] != p) ebb_free(v[i]);
+  ebb_trim();
+}
+
+/* A colored block freed by another thread: its page comes back to the
+ * owner's queue (arena_drain_remote), from where any malloc of the class may
+ * take its block, so the page is uncolored first. */
+static void *free_it(void *p) {
+  ebb_free(p);
+  return NULL;
+}
+
+Test(placement, a_colored_page_freed_by_another_thread_serves_the_whole_class_again) {
+  sizeclass_init();
+  unsigned cls = size_class(ONE);
+  size_t cs = class_info[cls].size;
+  void *v[16], *p = NULL;
+  int n = 0;
+  while (n < 16 && !p) {
+    v[n] = ebb_malloc(ONE);
+    if (color_of(v[n])) p = v[n];
+    n++;
+  }
+  cr_assert_not_null(p, "16 spans, none colored");
+  page_t *pg = chunk_page_of(chunk_of(p), p);
+  memset(p, 0xff, ebb_malloc_usable_size(p)); /* its span no longer reads as zeroes */
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, free_it, p), 0);
+  pthread_join(t, NULL);
+  unsigned char *q = ebb_calloc(1, cs); /* drains the remote page: its block, uncolored */
+  for (size_t i = 0; i < cs; i++)
+    cr_assert_eq(q[i], 0, "calloc's block not cleared at %zu (the span was taken as fresh zeroes)", i);
+  cr_assert_eq(chunk_page_of(chunk_of(q), q), pg, "the page another thread emptied was not used again");
+  cr_assert_eq(color_of(q), 0);
+  cr_assert_eq(pg->color, 0);
+  cr_assert_geq(ebb_malloc_usable_size(q), cs);
+  memset(q, 2, cs);
+  ebb_free(q);
+  for (int i = 0; i < n; i++)
+    if (v[i] != p) ebb_free(v[i]);
+  ebb_trim();
 }
 
 /* Two threads freeing a one-block page's block at once can both pass free's
