@@ -177,7 +177,7 @@ EBB_INLINE void *malloc_inline(size_t size) {
   return likely(p != NULL) ? p : malloc_slow(size);
 }
 
-EBB_EXPORT void *ebb_malloc(size_t size) { return malloc_inline(size); }
+EBB_EXPORT EBB_HOT_ENTRY void *ebb_malloc(size_t size) { return malloc_inline(size); }
 
 /* Every check, in order: the slow path of free, and realloc's free. */
 static void free_block_in(void *p, const char *func);
@@ -352,14 +352,14 @@ EBB_INLINE void free_fast(void *p) {
 /* Each with the fast path inlined: a call from one exported name to another
  * goes through the PLT (an indirect jump) in libebb.so, and C++'s sized
  * delete, which every modern compiler emits, is ebb_free_sized. */
-EBB_EXPORT void ebb_free(void *p) { free_fast(p); }
+EBB_EXPORT EBB_HOT_ENTRY void ebb_free(void *p) { free_fast(p); }
 
-EBB_EXPORT void ebb_free_sized(void *p, size_t size) {
+EBB_EXPORT EBB_HOT_ENTRY void ebb_free_sized(void *p, size_t size) {
   (void)size;
   free_fast(p);
 }
 
-EBB_EXPORT void ebb_free_aligned_sized(void *p, size_t alignment, size_t size) {
+EBB_EXPORT EBB_HOT_ENTRY void ebb_free_aligned_sized(void *p, size_t alignment, size_t size) {
   (void)alignment;
   (void)size;
   free_fast(p);

@@ -191,8 +191,8 @@ static void *new_aligned_nothrow(const char *name, size_t size, size_t align, co
   return p ? p : nothrow_failed(name, size, align, nt);
 }
 
-EBB_EXPORT void *_Znwm(size_t n) { return new_throw(n); }
-EBB_EXPORT void *_Znam(size_t n) { return new_throw(n); }
+EBB_EXPORT EBB_HOT_ENTRY void *_Znwm(size_t n) { return new_throw(n); }
+EBB_EXPORT EBB_HOT_ENTRY void *_Znam(size_t n) { return new_throw(n); }
 EBB_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { return new_nothrow("_ZnwmRKSt9nothrow_t", n, nt); }
 EBB_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { return new_nothrow("_ZnamRKSt9nothrow_t", n, nt); }
 EBB_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t al) { return new_aligned_throw(n, al); }
