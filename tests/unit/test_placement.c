@@ -469,18 +469,23 @@ Test(placement, one_block_pages_start_their_block_at_a_color_within_the_slack) {
 
 /* The thread's kept page (one_spare) serves only a request its colored block
  * holds; a larger one takes a page of its own, uncolored. */
-Test(placement, a_kept_colored_page_serves_only_what_its_block_holds) {
+/* Blocks of ONE into v until one has a color; that one (the last); *n: how many. */
+static void *a_colored_block(void **v, int *n) {
   sizeclass_init();
-  unsigned cls = size_class(ONE);
-  size_t cs = class_info[cls].size;
-  void *v[16], *p = NULL;
-  int n = 0;
-  while (n < 16 && !p) { /* a block with a color */
-    v[n] = ebb_malloc(ONE);
-    if (color_of(v[n])) p = v[n];
-    n++;
+  void *p = NULL;
+  for (*n = 0; *n < 16 && !p; (*n)++) {
+    v[*n] = ebb_malloc(ONE);
+    if (color_of(v[*n])) p = v[*n];
   }
   cr_assert_not_null(p, "16 spans, none colored");
+  return p;
+}
+
+Test(placement, a_kept_colored_page_serves_only_what_its_block_holds) {
+  void *v[16];
+  int n;
+  void *p = a_colored_block(v, &n);
+  size_t cs = class_info[size_class(ONE)].size;
   ebb_free(p);
   cr_assert_eq(atomic_load(&arena_tls->one_spare), chunk_page_of(chunk_of(p), p));
   void *q = ebb_malloc(cs);
@@ -506,17 +511,10 @@ static void *free_it(void *p) {
 }
 
 Test(placement, a_colored_page_freed_by_another_thread_serves_the_whole_class_again) {
-  sizeclass_init();
-  unsigned cls = size_class(ONE);
-  size_t cs = class_info[cls].size;
-  void *v[16], *p = NULL;
-  int n = 0;
-  while (n < 16 && !p) {
-    v[n] = ebb_malloc(ONE);
-    if (color_of(v[n])) p = v[n];
-    n++;
-  }
-  cr_assert_not_null(p, "16 spans, none colored");
+  void *v[16];
+  int n;
+  void *p = a_colored_block(v, &n);
+  size_t cs = class_info[size_class(ONE)].size;
   page_t *pg = chunk_page_of(chunk_of(p), p);
   memset(p, 0xff, ebb_malloc_usable_size(p)); /* its span no longer reads as zeroes */
   pthread_t t;
