@@ -288,6 +288,15 @@ static void span_taken(arena_t *a, chunk_t *c, uint64_t dirty_before) {
   if (!c->free_count) chunk_list_move(&a->chunks, &a->chunks_full, c);
 }
 
+/* The span of units at pg in c if all of them are free, taken and accounted
+ * (span_taken); NULL otherwise. */
+static page_t *take_span_at_locked(arena_t *a, chunk_t *c, page_t *pg, unsigned units) {
+  uint64_t dirty_before = c->dirty_units;
+  page_t *got = chunk_take_span_at(c, pg, units);
+  if (got) span_taken(a, c, dirty_before);
+  return got;
+}
+
 static void note_max(atomic_size_t *peak, size_t v) {
   size_t old = atomic_load_explicit(peak, memory_order_relaxed);
   while (v > old && !atomic_compare_exchange_weak_explicit(peak, &old, v, memory_order_relaxed, memory_order_relaxed))
@@ -416,10 +425,7 @@ static page_t *take_last_span_locked(arena_t *a, unsigned cls, unsigned units, u
   /* since retired (registry cleared) or reused by another arena, whose
    * chunk_new may be writing c->arena right now: relaxed */
   if (registry_get(c) != c || relaxed_load(c->arena) != a) return NULL;
-  uint64_t dirty_before = c->dirty_units;
-  page_t *got = chunk_take_span_at(c, pg, units);
-  if (got) span_taken(a, c, dirty_before);
-  return got;
+  return take_span_at_locked(a, c, pg, units);
 }
 
 /* The search below again, answered by the chunk it chose last time, for a
@@ -443,10 +449,8 @@ static page_t *take_fit_again_locked(arena_t *a, unsigned units) {
     return NULL;
   }
   a->fit_len = len;
-  uint64_t dirty_before = c->dirty_units;
-  page_t *pg = chunk_take_span_at(c, &c->pages[at], units);
+  page_t *pg = take_span_at_locked(a, c, &c->pages[at], units);
   ebb_assert(pg);
-  span_taken(a, c, dirty_before);
   return pg;
 }
 
@@ -491,10 +495,8 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
         unsigned len = chunk_fit(best, units, 1, warm, &best_at);
         ebb_assert(len == best_len);
       }
-      uint64_t dirty_before = best->dirty_units;
-      page_t *pg = chunk_take_span_at(best, &best->pages[best_at], units);
+      page_t *pg = take_span_at_locked(a, best, &best->pages[best_at], units);
       ebb_assert(pg);
-      span_taken(a, best, dirty_before);
       if (step == 1 && best_len > units) { /* an exact fit ends the search early: no memo */
         a->fit_chunk = best;
         a->fit_units = units;
@@ -592,15 +594,9 @@ static void page_color(page_t *pg, size_t size) {
  * span's start. */
 static void page_uncolor(page_t *pg) {
   page_collect(pg);
-  ebb_assert(pg->used == 0 && pg->color);
-  pg->free = NULL;
-  relaxed_store(pg->start, pg->start - pg->color);
-  relaxed_store(pg->block_size, pg->block_size + pg->color);
-  pg->color = 0;
-  pg->bump_end = 0;
+  ebb_assert(pg->used == 0 && pg->color && !pg->next && !pg->prev);
+  page_init(pg, pg->cls, pg->start - pg->color, pg->owner, pg->bump); /* off every list: nothing else to keep */
   pg->fresh_zero = 0; /* the block was written: what is carved again is no longer the kernel's zeroes */
-  page_set_carved(pg, 0);
-  page_set_cache(pg);
 }
 
 /* The block of a new page of one block (page_is_one_block), its span at a
