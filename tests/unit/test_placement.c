@@ -117,6 +117,54 @@ Test(placement, the_run_length_index_answers_as_the_walk_does) {
   cr_assert_eq(chunk_fit_len(c, 5, true), 0, "purged: nothing resident");
 }
 
+/* Every unit of a live span leads a lookup to the span's head, however spans
+ * of other lengths came and went over the same units; a unit of a span given
+ * back leads to no live page. chunk_give_span leaves the tails as they were,
+ * and take_at rewrites only the ones that are not already the new span's. */
+static void *unit_addr(chunk_t *c, unsigned u) { return (char *)c + ((size_t)u << UNIT_SHIFT); }
+
+static void leads_to(chunk_t *c, page_t *head, unsigned first, unsigned n) {
+  for (unsigned u = first; u < first + n; u++) {
+    cr_assert_eq(chunk_page_of(c, unit_addr(c, u)), head, "unit %u leads to the span at %u", u, first);
+    cr_assert_eq(chunk_page_of(c, (char *)unit_addr(c, u) + 4096), head, "inside unit %u too", u);
+    if (u > first) cr_assert_not(page_is_block(chunk_unit_page(c, unit_addr(c, u)), unit_addr(c, u)),
+                                 "a tail is no block of its own (free's fast path goes to the head)");
+  }
+}
+
+static page_t *take_as(chunk_t *c, unsigned first, unsigned n) {
+  page_t *pg = chunk_take_span_at(c, &c->pages[first], n);
+  cr_assert_not_null(pg, "units %u-%u free", first, first + n - 1);
+  page_init(pg, size_class(64 * KiB), unit_addr(c, first), NULL, false); /* a head with a class and geometry */
+  pg->units = (uint8_t)n;
+  return pg;
+}
+
+Test(placement, every_unit_of_a_span_leads_to_its_head_as_spans_come_and_go) {
+  sizeclass_init();
+  chunk_t *c = chunk_new(NULL, false, 0);
+  cr_assert_not_null(c);
+  page_t *a = take_as(c, 1, 16);
+  leads_to(c, a, 1, 16);
+  chunk_give_span(c, a, 1);
+  cr_assert_geq(chunk_page_of(c, unit_addr(c, 9))->cls, NCLASSES, "given back: no live page");
+  page_t *b = take_as(c, 5, 4); /* inside the old span: a head where a tail was */
+  leads_to(c, b, 5, 4);
+  cr_assert_geq(chunk_page_of(c, unit_addr(c, 12))->cls, NCLASSES, "the rest of the old span: still none");
+  page_t *d = take_as(c, 10, 3);
+  leads_to(c, d, 10, 3);
+  chunk_give_span(c, b, 2);
+  chunk_give_span(c, d, 2);
+  a = take_as(c, 1, 16); /* the old span again, whole: every tail that moved is mended */
+  leads_to(c, a, 1, 16);
+  chunk_give_span(c, a, 3);
+  a = take_as(c, 1, 16); /* and taken again untouched in between */
+  leads_to(c, a, 1, 16);
+  chunk_give_span(c, a, 4);
+  page_t *e = take_as(c, 2, 20); /* one unit later, longer: every unit a different head */
+  leads_to(c, e, 2, 20);
+}
+
 /* An arena keeps its chunks with no free unit on a list of their own, so a new
  * page never walks them (a growing heap walked all of them for every page); a
  * chunk comes back to the searched list when one of its pages goes back, and
