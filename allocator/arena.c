@@ -428,30 +428,46 @@ static page_t *take_last_span_locked(arena_t *a, unsigned cls, unsigned units, u
   return take_span_at_locked(a, c, pg, units);
 }
 
-/* The search below again, answered by the chunk it chose last time, for a
- * span of as many units, while no span has gone back to any of the arena's
- * chunks and no chunk has joined or left them (spans_gen): then every other
- * chunk's shortest run that fits is still at least fit_len (taking spans
- * only shortens runs), so the chosen chunk is still the best fit while its
- * own shortest fitting run is no longer than that (its run may have become
- * too short, leaving a longer one); NULL when the memo is stale or the chunk
- * no longer answers. A
- * heap growing by one-unit or one-block pages (2048 blocks of 64 KiB, 128 of
- * 1 MiB: every block a span of its own) searched up to 32 chunks a malloc,
- * each header a cache miss, the headers all on the same cache sets (4 MiB
- * apart): ~130 ns a malloc of 64 KiB, mimalloc 27 (a probe's finding). */
+/* The search below again, answered by the chunks it found best last time,
+ * for a span of as many units, while no span has gone back to any of the
+ * arena's chunks and no chunk has joined or left them (spans_gen): taking
+ * spans only shortens runs, so a chunk's shortest fitting run is no shorter
+ * than when the search ranked it, and the first candidate in the ranking that
+ * still answers with a run no longer than its rank's is still the best fit
+ * among them (a run cut too short for the span may leave a longer one: that
+ * chunk drops out of the ranking). The search ranks the FIT_MEMO chunks with
+ * the shortest fitting runs; NULL once they all dropped out or the memo is
+ * stale. A heap growing by one-unit or one-block pages (2048 blocks of
+ * 64 KiB, 128 of 1 MiB: every block a span of its own) searched up to 32
+ * chunks a malloc, each header a cache miss, the headers all on the same
+ * cache sets (4 MiB apart): ~130 ns a malloc of 64 KiB, mimalloc 27 (a
+ * probe's finding). With only the best chunk remembered, 128 blocks of 1 MiB
+ * built again after all were freed (43 chunks, each wholly free, three blocks
+ * to a chunk) searched all of them again every third malloc. */
 static page_t *take_fit_again_locked(arena_t *a, unsigned units) {
-  chunk_t *c = a->fit_chunk;
-  if (!c || a->fit_units != units || a->fit_gen != a->spans_gen) return NULL;
-  unsigned at = 0, len = c->free_count ? chunk_fit(c, units, 1, a->fit_warm != 0, &at) : 0;
-  if (!len || len > a->fit_len) {
-    a->fit_chunk = NULL;
-    return NULL;
+  if (a->fit_units != units || a->fit_gen != a->spans_gen) return NULL;
+  for (; a->fit_at < a->fit_n; a->fit_at++) {
+    chunk_t *c = a->fit_chunks[a->fit_at];
+    unsigned at = 0, len = chunk_fit_len(c, units, a->fit_warm != 0);
+    if (!len || len > a->fit_lens[a->fit_at]) continue;
+    a->fit_lens[a->fit_at] = (uint8_t)len;
+    len = chunk_fit(c, units, 1, a->fit_warm != 0, &at); /* the index gave the length, the walk the place */
+    ebb_assert(len == a->fit_lens[a->fit_at]);
+    page_t *pg = take_span_at_locked(a, c, &c->pages[at], units);
+    ebb_assert(pg);
+    return pg;
   }
-  a->fit_len = len;
-  page_t *pg = take_span_at_locked(a, c, &c->pages[at], units);
-  ebb_assert(pg);
-  return pg;
+  return NULL;
+}
+
+/* Ranks c, whose shortest fitting run is len, among the search's best fits so
+ * far (shortest first; ties in the order seen). */
+static void fit_rank(chunk_t **cs, uint8_t *lens, unsigned *n, chunk_t *c, unsigned len) {
+  unsigned i = *n < FIT_MEMO ? (*n)++ : FIT_MEMO;
+  if (i == FIT_MEMO && len >= lens[FIT_MEMO - 1]) return;
+  if (i == FIT_MEMO) i = FIT_MEMO - 1;
+  for (; i > 0 && lens[i - 1] > len; i--) cs[i] = cs[i - 1], lens[i] = lens[i - 1];
+  cs[i] = c, lens[i] = (uint8_t)len;
 }
 
 /* Best fit across chunks too, resident units first: the chunk whose run is the
@@ -479,8 +495,9 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
   page_t *memo = step == 1 ? take_fit_again_locked(a, units) : NULL;
   if (memo) return memo;
   for (int warm = 1; warm >= 0; warm--) {
-    chunk_t *best = NULL;
-    unsigned best_at = 0, best_len = CHUNK_UNITS + 1, fits = 0, seen = 0;
+    chunk_t *best = NULL, *ranked[FIT_MEMO];
+    uint8_t lens[FIT_MEMO];
+    unsigned best_at = 0, best_len = CHUNK_UNITS + 1, fits = 0, seen = 0, nranked = 0;
     for (chunk_t *c = a->chunks; c && fits < BEST_FIT_CHUNKS && seen++ < SCAN_CHUNKS; c = c->next) {
       /* the index answers for an unaligned span; the place is looked up below, in the chosen chunk only */
       unsigned at = 0, len = step == 1 ? chunk_fit_len(c, units, warm) : chunk_fit(c, units, step, warm, &at);
@@ -488,19 +505,22 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
       if (!len) continue;
       fits++;
       if (len < best_len) best = c, best_at = at, best_len = len;
+      if (step == 1) fit_rank(ranked, lens, &nranked, c, len);
       if (len == units) break;
     }
     if (best) {
       if (step == 1) { /* the index gave the length; the walk of this chunk alone gives the place */
         unsigned len = chunk_fit(best, units, 1, warm, &best_at);
-        ebb_assert(len == best_len);
+        ebb_assert(len == best_len && ranked[0] == best);
       }
       page_t *pg = take_span_at_locked(a, best, &best->pages[best_at], units);
       ebb_assert(pg);
       if (step == 1 && best_len > units) { /* an exact fit ends the search early: no memo */
-        a->fit_chunk = best;
+        memcpy(a->fit_chunks, ranked, nranked * sizeof *ranked);
+        memcpy(a->fit_lens, lens, nranked);
+        a->fit_at = 0;
+        a->fit_n = nranked;
         a->fit_units = units;
-        a->fit_len = best_len;
         a->fit_warm = (uint32_t)warm;
         a->fit_gen = a->spans_gen;
       }
@@ -1456,7 +1476,7 @@ static void arena_reset(arena_t *a) {
     ebb_assert(a->tc[c].fl.free == NULL);
   }
   a->held_cls = NCLASSES;
-  a->fit_chunk = NULL;
+  a->fit_n = 0;
   a->tick = TICK_FREES;
   a->tc_server = 0;
   a->tc_foreign = 0;
@@ -1582,7 +1602,7 @@ void arena_destroy(arena_t *a) {
         chunk_pool_put(c, chunk_resident(c), now);
     }
   a->chunks = a->chunks_full = NULL;
-  a->fit_chunk = NULL;
+  a->fit_n = 0;
   free_huge_locked(a, now);
   size_t active = atomic_load(&a->active), dirty = atomic_load(&a->dirty);
   atomic_fetch_sub(&active_total, active);

@@ -38,6 +38,8 @@ typedef struct {
 _Static_assert(sizeof(tcache_t) == TC_SLOT, "page_t.tc_off counts in slots of TC_SLOT bytes");
 
 struct huge;
+#define FIT_MEMO 8 /* chunks the span search ranks for the next searches (arena.c, take_fit_again_locked) */
+
 typedef struct arena {
   /* What malloc pops from, per class: the cache slot's list while it holds
    * blocks (and until the next malloc finds it empty), else the current
@@ -84,10 +86,11 @@ typedef struct arena {
   uint32_t bounce_cls, bounce_n, retired_cls;
   uint64_t one_spare_seen_at;
   spinlock_t lock;                /* chunks' bitmaps, chunk list, huge list */
-  /* The last span search's best fit, while no span has gone back since
-   * (arena.c, take_span_locked); under the lock. */
-  chunk_t *fit_chunk;
-  uint32_t fit_units, fit_len, fit_warm, fit_gen, spans_gen;
+  /* The last span search's best fits, shortest run first, while no span has
+   * gone back since (arena.c, take_fit_again_locked); under the lock. */
+  chunk_t *fit_chunks[FIT_MEMO];
+  uint8_t fit_lens[FIT_MEMO];
+  uint32_t fit_at, fit_n, fit_units, fit_warm, fit_gen, spans_gen;
   chunk_t *chunks;                /* chunks with a free unit (the only ones a span or a purge looks at) */
   chunk_t *chunks_full;           /* chunks with none */
   struct huge *huge;              /* first-class arenas: large blocks to free on destroy */

@@ -275,6 +275,51 @@ Test(placement, the_span_searchs_memo_still_gives_the_best_fit) {
   for (int i = 0; i < N; i++) ebb_free(blocks[i]);
 }
 
+/* The memo ranks the search's best chunks, so that when the best one has no
+ * run left that holds the span the next best answers without a search, and
+ * each answer is still the best fit: three chunks of 64 KiB pages with free
+ * runs of 9, 4 and 6 units (in the chunks' list order: the ranking is by run,
+ * not by place), then two-unit blocks. */
+Test(placement, the_memo_ranks_chunks_and_the_next_best_answers_in_turn) {
+  sizeclass_init();
+  opt.decay_ms = 0;
+  enum { N = 3 * (CHUNK_UNITS - 1), TWO = 114688 };
+  cr_assert_eq(class_info[size_class(TWO)].units, 2);
+  static void *blocks[N];
+  for (int i = 0; i < N; i++) cr_assert_not_null(blocks[i] = ebb_malloc(64 * KiB));
+  arena_t *a = arena_tls;
+  a->tc_cap[size_class(64 * KiB)] = 1; /* every free goes to its page */
+  relaxed_store(a->tc[size_class(64 * KiB)].fl.used, 0);
+  cr_assert_eq(list_len(a->chunks_full), 3);
+  chunk_t *cs[3];
+  unsigned nc = 0;
+  for (int i = 0; i < N; i++) {
+    bool seen = false;
+    for (unsigned k = 0; k < nc; k++) seen |= cs[k] == chunk_of(blocks[i]);
+    if (!seen) cs[nc++] = chunk_of(blocks[i]);
+  }
+  cr_assert_eq(nc, 3);
+  const unsigned run[3] = {9, 4, 6};
+  for (int i = 0; i < N; i++) {
+    unsigned k = 0, u = unit_of(blocks[i]);
+    while (cs[k] != chunk_of(blocks[i])) k++;
+    if (u >= 20 && u < 20 + run[k]) {
+      ebb_free(blocks[i]);
+      blocks[i] = NULL;
+    }
+  }
+  /* best fit, run by run: the 4 twice, the 6 three times, then the 9 */
+  chunk_t *want[] = {cs[1], cs[1], cs[2], cs[2], cs[2], cs[0], cs[0], cs[0], cs[0]};
+  void *t[9];
+  for (unsigned i = 0; i < 9; i++) {
+    t[i] = ebb_malloc(TWO);
+    cr_assert_eq(chunk_of(t[i]), want[i], "block %u: the chunk with the shortest run that holds it", i);
+  }
+  cr_assert_eq(a->fit_n, 3, "the search ranked the three chunks");
+  for (unsigned i = 0; i < 9; i++) ebb_free(t[i]);
+  for (int i = 0; i < N; i++) ebb_free(blocks[i]);
+}
+
 /* ---------------------------------------------------------------- aligned spans */
 
 Test(placement, an_aligned_span_starts_at_a_multiple_of_its_step) {
