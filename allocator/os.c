@@ -191,6 +191,15 @@ static vdso_gettime_fn *vdso_find_clock_gettime(void) {
 static vdso_gettime_fn *vdso_find_clock_gettime(void) { return NULL; }
 #endif
 
+/* The kernel's coarse monotonic clock: the time of its last tick, read from
+ * the vDSO's data page with no TSC read and no paravirtual clock to scale
+ * (4.5 ns a read on the Intel Xeon VM of docs/benchmarks.md, where
+ * CLOCK_MONOTONIC takes 17.8: a third of a 3 MiB malloc/free pair went on its
+ * two reads). Its resolution is the kernel's tick, 1-10 ms (4 here), fine for
+ * a decay time of milliseconds to seconds: a unit's age is off by less than a
+ * tick, and a purge never comes before its time by more than one. */
+#define EBB_CLOCK CLOCK_MONOTONIC_COARSE
+
 static _Atomic(vdso_gettime_fn *) now_fn; /* found at the first call: every thread finds the same */
 
 /* Out of line, so os_now_ms saves no register for it. */
@@ -200,9 +209,9 @@ static EBB_NOINLINE vdso_gettime_fn *now_fn_find(void) {
   if (!fn) fn = clock_gettime; /* libc's wrapper */
   if (EBB_DEBUG >= 1) { /* the symbol found is the clock: it agrees with libc's to the millisecond */
     struct timespec a, b, c;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    int r = fn(CLOCK_MONOTONIC, &b);
-    clock_gettime(CLOCK_MONOTONIC, &c);
+    clock_gettime(EBB_CLOCK, &a);
+    int r = fn(EBB_CLOCK, &b);
+    clock_gettime(EBB_CLOCK, &c);
     ebb_assert(r == 0 && (a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec <= b.tv_nsec)) &&
                (b.tv_sec < c.tv_sec || (b.tv_sec == c.tv_sec && b.tv_nsec <= c.tv_nsec)));
   }
@@ -215,7 +224,7 @@ uint64_t os_now_ms(void) {
   vdso_gettime_fn *fn = atomic_load_explicit(&now_fn, memory_order_relaxed);
   if (unlikely(!fn)) fn = now_fn_find();
   struct timespec ts;
-  if (fn(CLOCK_MONOTONIC, &ts) != 0) clock_gettime(CLOCK_MONOTONIC, &ts); /* the vDSO declined: its wrapper */
+  if (fn(EBB_CLOCK, &ts) != 0) clock_gettime(EBB_CLOCK, &ts); /* the vDSO declined: its wrapper */
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
