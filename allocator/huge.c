@@ -21,6 +21,11 @@ typedef struct {
 } extent_t;
 static extent_t cache[HUGE_CACHE_MAX]; /* sorted by base */
 static unsigned ncache;
+/* No extent was freed before this (UINT64_MAX: none is cached): a lower bound
+ * that huge_cache_decay reads without the lock, so the decay every large
+ * free runs takes the lock only when something may be due. Lowered by every
+ * insert, set exact by each decay. */
+static _Atomic uint64_t oldest_since = UINT64_MAX;
 
 void huge_lock_all(void) { spin_lock(&lock); }
 void huge_unlock_all(void) { spin_unlock(&lock); }
@@ -28,6 +33,13 @@ size_t huge_cache_bytes(void) { return atomic_load_explicit(&cache_bytes, memory
 size_t huge_active_bytes(void) { return atomic_load_explicit(&active_bytes, memory_order_relaxed); }
 
 static void huge_count(_Atomic size_t *c, ptrdiff_t d) { atomic_fetch_add_explicit(c, (size_t)d, memory_order_relaxed); }
+/* cache_bytes and active_bytes are written only under the lock, so with no
+ * locked instruction (readers load them relaxed): a large malloc/free pair
+ * ran seven locked instructions, each waiting for the stores before it. */
+static void count_locked(_Atomic size_t *c, ptrdiff_t d) {
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + (size_t)d, memory_order_relaxed);
+}
+static void cache_count_locked(ptrdiff_t d) { count_locked(&cache_bytes, d); }
 
 /* ------------------------------------------------------------ descriptors (lock held) */
 
@@ -52,7 +64,7 @@ static void desc_delete_locked(huge_t *h) {
 /* ------------------------------------------------------------ the cache (lock held) */
 
 static void cache_remove_at(unsigned i) {
-  huge_count(&cache_bytes, -(ptrdiff_t)cache[i].len);
+  cache_count_locked(-(ptrdiff_t)cache[i].len);
   for (; i + 1 < ncache; i++) cache[i] = cache[i + 1];
   ncache--;
 }
@@ -75,9 +87,11 @@ static unsigned cache_oldest(void) {
 /* Adds [base, base+len) (base a chunk boundary), merged with cached neighbours
  * of the same mapping. */
 static void cache_insert(char *base, size_t len, uintptr_t map_id, uint64_t now) {
+  if (now < atomic_load_explicit(&oldest_since, memory_order_relaxed))
+    atomic_store_explicit(&oldest_since, now, memory_order_relaxed);
   unsigned i = 0;
   while (i < ncache && cache[i].base < base) i++;
-  huge_count(&cache_bytes, (ptrdiff_t)len);
+  cache_count_locked((ptrdiff_t)len);
   bool after_prev = i > 0 && cache[i - 1].map_id == map_id && cache[i - 1].base + cache[i - 1].len == base;
   bool before_next = i < ncache && cache[i].map_id == map_id && base + len == cache[i].base;
   if (after_prev) {
@@ -85,7 +99,7 @@ static void cache_insert(char *base, size_t len, uintptr_t map_id, uint64_t now)
     cache[i - 1].since = now;
     if (before_next) {
       cache[i - 1].len += cache[i].len;
-      huge_count(&cache_bytes, (ptrdiff_t)cache[i].len); /* cache_remove_at takes it off again */
+      cache_count_locked((ptrdiff_t)cache[i].len); /* cache_remove_at takes it off again */
       cache_remove_at(i);
     }
     return;
@@ -114,7 +128,7 @@ static char *cache_take(unsigned i, size_t take) {
   } else {
     cache[i].base += take;
     cache[i].len -= take;
-    huge_count(&cache_bytes, -(ptrdiff_t)take);
+    cache_count_locked(-(ptrdiff_t)take);
   }
   return base;
 }
@@ -152,13 +166,18 @@ static int cache_fit(size_t need, size_t align, size_t *span, bool *purge, int *
 }
 
 size_t huge_cache_decay(uint64_t cutoff) {
+  if (cutoff < atomic_load_explicit(&oldest_since, memory_order_relaxed)) return 0; /* nothing due (or cached) */
   size_t bytes = 0;
+  uint64_t oldest = UINT64_MAX;
   spin_lock(&lock);
   for (unsigned i = 0; i < ncache;)
-    if (cache[i].since <= cutoff)
+    if (cache[i].since <= cutoff) {
       bytes += cache_unmap_at(i);
-    else
+    } else {
+      if (cache[i].since < oldest) oldest = cache[i].since;
       i++;
+    }
+  atomic_store_explicit(&oldest_since, oldest, memory_order_relaxed);
   spin_unlock(&lock);
   return bytes;
 }
@@ -220,6 +239,7 @@ huge_t *huge_new(size_t size, size_t align, size_t *reused) {
   if (i >= 0) {
     map_id = cache[i].map_id;
     base = cache_take((unsigned)i, span);
+    count_locked(&active_bytes, (ptrdiff_t)span); /* taken back below if the registry refuses it */
     if (purge) purge_slack(base, need, span);
   } else if (below >= 0) {
     map_id = cache[below].map_id;
@@ -266,19 +286,24 @@ huge_t *huge_new(size_t size, size_t align, size_t *reused) {
   }
   if (!base || !registry_set(base, tagged(h))) {
     spin_lock(&lock);
+    if (i >= 0) count_locked(&active_bytes, -(ptrdiff_t)span);
     if (base) cache_insert(base, span, map_id, 0); /* decays at the next pass */
     desc_delete_locked(h);
     spin_unlock(&lock);
     return NULL;
   }
-  huge_count(&active_bytes, (ptrdiff_t)span);
+  if (i < 0) { /* grown or freshly mapped: the system call dwarfs a turn of the lock */
+    spin_lock(&lock);
+    count_locked(&active_bytes, (ptrdiff_t)span);
+    spin_unlock(&lock);
+  }
   return h;
 }
 
 void huge_delete(huge_t *h, bool keep, uint64_t now) {
   registry_clear(h->user); /* before the range can be reused by anyone */
-  huge_count(&active_bytes, -(ptrdiff_t)h->span);
   spin_lock(&lock);
+  count_locked(&active_bytes, -(ptrdiff_t)h->span);
   if (keep) {
     cache_insert(h->user, h->span, h->map_id, now);
   } else {
@@ -300,7 +325,7 @@ static bool grow_into_cache(huge_t *h, size_t need) {
     if (e->base != h->user + h->span || e->map_id != h->map_id || h->span + e->len < need) continue;
     size_t take = h->span + e->len >= region + CHUNK_SIZE ? region - h->span : e->len;
     cache_take(i, take);
-    huge_count(&active_bytes, (ptrdiff_t)take);
+    count_locked(&active_bytes, (ptrdiff_t)take);
     h->span += take;
     done = true;
   }
@@ -332,14 +357,11 @@ static bool move(huge_t *h, size_t need) {
 
 static bool grow(huge_t *h, size_t need) {
   if (grow_into_cache(h, need)) return true;
-  if (os_resize_inplace(h->user, h->span, need)) {
-    huge_count(&active_bytes, (ptrdiff_t)(need - h->span));
-    h->span = need;
-    return true;
-  }
   size_t old = h->span;
-  if (!move(h, need)) return false;
-  huge_count(&active_bytes, (ptrdiff_t)(need - old));
+  if (!os_resize_inplace(h->user, h->span, need) && !move(h, need)) return false;
+  spin_lock(&lock);
+  count_locked(&active_bytes, (ptrdiff_t)(need - old));
+  spin_unlock(&lock);
   h->span = need;
   return true;
 }
@@ -351,8 +373,8 @@ static void shrink(huge_t *h, size_t need, bool keep, uint64_t now) {
   if (h->span >= region + CHUNK_SIZE) {
     size_t tail = h->span - region;
     h->span = region;
-    huge_count(&active_bytes, -(ptrdiff_t)tail);
     spin_lock(&lock);
+    count_locked(&active_bytes, -(ptrdiff_t)tail);
     if (keep) {
       cache_insert(h->user + region, tail, h->map_id, now);
     } else {
