@@ -357,6 +357,34 @@ Test(huge, cached_blocks_are_unmapped_as_each_one_decays) {
   cr_assert_eq(stats().dirty, 0);
 }
 
+/* The decay pass every large free runs skips the cache's lock while nothing
+ * can be due (huge.c, oldest_since): that bound must never hide a due extent,
+ * whatever order extents come and go in, an extent cached "to decay at the
+ * next pass" (time 0) after a pass included. huge_delete and huge_cache_decay
+ * with explicit times; active bytes go down and up with each block. */
+Test(huge, a_decay_never_skips_a_cached_extent_that_is_due) {
+  size_t got, active0 = huge_active_bytes();
+  huge_t *a = huge_new(8 * MiB, 0, &got), *b = huge_new(12 * MiB, 0, &got), *c = huge_new(16 * MiB, 0, &got);
+  cr_assert(a && b && c);
+  cr_assert_eq(huge_active_bytes(), active0 + 36 * MiB);
+  huge_delete(a, true, 1000);
+  huge_delete(b, true, 2000);
+  cr_assert_eq(huge_active_bytes(), active0 + 16 * MiB);
+  cr_assert_eq(huge_cache_decay(999), 0, "nothing freed at or before 999");
+  cr_assert_eq(huge_cache_decay(1000), 8 * MiB, "a, freed at 1000");
+  cr_assert_eq(huge_cache_decay(1999), 0);
+  huge_delete(c, true, 1500); /* older than what is cached: the bound goes down with it */
+  cr_assert_eq(huge_cache_decay(1600), 16 * MiB, "c, freed at 1500");
+  cr_assert_eq(huge_cache_decay(2000), 12 * MiB, "b, freed at 2000");
+  cr_assert_eq(huge_cache_decay(UINT64_MAX - 1), 0, "the cache is empty");
+  huge_t *d = huge_new(4 * MiB, 0, &got);
+  cr_assert_not_null(d);
+  huge_delete(d, true, 0); /* as a refused growth or registration caches a block: due at the next pass */
+  cr_assert_eq(huge_cache_decay(0), 4 * MiB);
+  cr_assert_eq(huge_active_bytes(), active0);
+  cr_assert_eq(huge_cache_bytes(), 0);
+}
+
 /* A program whose only activity is large blocks (a big-buffer loop) still
  * returns the large blocks it no longer uses on the decay clock. */
 Test(huge, large_block_activity_alone_drives_decay) {
