@@ -221,6 +221,19 @@ static unsigned unit_of(const void *p) {
   return (unsigned)(((uintptr_t)p - (uintptr_t)chunk_of(p)) >> UNIT_SHIFT);
 }
 
+/* n blocks of 64 KiB (one-unit pages of one block) filling nchunks chunks
+ * whole, with the class's thread cache off so that every free goes to its
+ * page: the set-up of the memo tests below. */
+static arena_t *full_chunks_of_64k_pages(void **blocks, int n, unsigned nchunks) {
+  for (int i = 0; i < n; i++) cr_assert_not_null(blocks[i] = ebb_malloc(64 * KiB));
+  arena_t *a = arena_tls;
+  a->tc_cap[size_class(64 * KiB)] = 1; /* every free goes to its page */
+  relaxed_store(a->tc[size_class(64 * KiB)].fl.used, 0);
+  cr_assert_eq(list_len(a->chunks_full), nchunks);
+  cr_assert_null(a->chunks);
+  return a;
+}
+
 Test(placement, the_span_searchs_memo_still_gives_the_best_fit) {
   sizeclass_init();
   opt.decay_ms = 0;
@@ -228,12 +241,7 @@ Test(placement, the_span_searchs_memo_still_gives_the_best_fit) {
   cr_assert(class_is_one_block(size_class(TWO)));
   cr_assert_eq(class_info[size_class(TWO)].units, 2);
   static void *blocks[N];
-  for (int i = 0; i < N; i++) cr_assert_not_null(blocks[i] = ebb_malloc(64 * KiB));
-  arena_t *a = arena_tls;
-  a->tc_cap[size_class(64 * KiB)] = 1; /* every free goes to its page */
-  relaxed_store(a->tc[size_class(64 * KiB)].fl.used, 0);
-  cr_assert_eq(list_len(a->chunks_full), 2);
-  cr_assert_null(a->chunks);
+  full_chunks_of_64k_pages(blocks, N, 2);
   chunk_t *ca = chunk_of(blocks[0]), *cb = NULL;
   for (int i = 0; i < N; i++)
     if (chunk_of(blocks[i]) != ca) cb = chunk_of(blocks[i]);
@@ -286,11 +294,7 @@ Test(placement, the_memo_ranks_chunks_and_the_next_best_answers_in_turn) {
   enum { N = 3 * (CHUNK_UNITS - 1), TWO = 114688 };
   cr_assert_eq(class_info[size_class(TWO)].units, 2);
   static void *blocks[N];
-  for (int i = 0; i < N; i++) cr_assert_not_null(blocks[i] = ebb_malloc(64 * KiB));
-  arena_t *a = arena_tls;
-  a->tc_cap[size_class(64 * KiB)] = 1; /* every free goes to its page */
-  relaxed_store(a->tc[size_class(64 * KiB)].fl.used, 0);
-  cr_assert_eq(list_len(a->chunks_full), 3);
+  arena_t *a = full_chunks_of_64k_pages(blocks, N, 3);
   chunk_t *cs[3];
   unsigned nc = 0;
   for (int i = 0; i < N; i++) {
