@@ -32,14 +32,13 @@ void huge_unlock_all(void) { spin_unlock(&lock); }
 size_t huge_cache_bytes(void) { return atomic_load_explicit(&cache_bytes, memory_order_relaxed); }
 size_t huge_active_bytes(void) { return atomic_load_explicit(&active_bytes, memory_order_relaxed); }
 
-static void huge_count(_Atomic size_t *c, ptrdiff_t d) { atomic_fetch_add_explicit(c, (size_t)d, memory_order_relaxed); }
-/* cache_bytes and active_bytes are written only under the lock, so with no
- * locked instruction (readers load them relaxed): a large malloc/free pair
- * ran seven locked instructions, each waiting for the stores before it. */
+/* The three counts (cache_bytes, active_bytes, huge_purged) are written only
+ * under the lock, so with no locked instruction (readers load them relaxed):
+ * a large malloc/free pair ran seven locked instructions, each waiting for
+ * the stores before it. */
 static void count_locked(_Atomic size_t *c, ptrdiff_t d) {
   atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + (size_t)d, memory_order_relaxed);
 }
-static void cache_count_locked(ptrdiff_t d) { count_locked(&cache_bytes, d); }
 
 /* ------------------------------------------------------------ descriptors (lock held) */
 
@@ -64,7 +63,7 @@ static void desc_delete_locked(huge_t *h) {
 /* ------------------------------------------------------------ the cache (lock held) */
 
 static void cache_remove_at(unsigned i) {
-  cache_count_locked(-(ptrdiff_t)cache[i].len);
+  count_locked(&cache_bytes, -(ptrdiff_t)cache[i].len);
   for (; i + 1 < ncache; i++) cache[i] = cache[i + 1];
   ncache--;
 }
@@ -72,7 +71,7 @@ static void cache_remove_at(unsigned i) {
 static size_t cache_unmap_at(unsigned i) {
   size_t len = cache[i].len;
   os_unmap(cache[i].base, len);
-  huge_count(&huge_purged, (ptrdiff_t)len);
+  count_locked(&huge_purged, (ptrdiff_t)len);
   cache_remove_at(i);
   return len;
 }
@@ -91,7 +90,7 @@ static void cache_insert(char *base, size_t len, uintptr_t map_id, uint64_t now)
     atomic_store_explicit(&oldest_since, now, memory_order_relaxed);
   unsigned i = 0;
   while (i < ncache && cache[i].base < base) i++;
-  cache_count_locked((ptrdiff_t)len);
+  count_locked(&cache_bytes, (ptrdiff_t)len);
   bool after_prev = i > 0 && cache[i - 1].map_id == map_id && cache[i - 1].base + cache[i - 1].len == base;
   bool before_next = i < ncache && cache[i].map_id == map_id && base + len == cache[i].base;
   if (after_prev) {
@@ -99,7 +98,7 @@ static void cache_insert(char *base, size_t len, uintptr_t map_id, uint64_t now)
     cache[i - 1].since = now;
     if (before_next) {
       cache[i - 1].len += cache[i].len;
-      cache_count_locked((ptrdiff_t)cache[i].len); /* cache_remove_at takes it off again */
+      count_locked(&cache_bytes, (ptrdiff_t)cache[i].len); /* cache_remove_at takes it off again */
       cache_remove_at(i);
     }
     return;
@@ -128,7 +127,7 @@ static char *cache_take(unsigned i, size_t take) {
   } else {
     cache[i].base += take;
     cache[i].len -= take;
-    cache_count_locked(-(ptrdiff_t)take);
+    count_locked(&cache_bytes, -(ptrdiff_t)take);
   }
   return base;
 }
@@ -308,7 +307,7 @@ void huge_delete(huge_t *h, bool keep, uint64_t now) {
     cache_insert(h->user, h->span, h->map_id, now);
   } else {
     os_unmap(h->user, h->span);
-    huge_count(&huge_purged, (ptrdiff_t)h->span);
+    count_locked(&huge_purged, (ptrdiff_t)h->span);
   }
   desc_delete_locked(h);
   spin_unlock(&lock);
@@ -379,7 +378,7 @@ static void shrink(huge_t *h, size_t need, bool keep, uint64_t now) {
       cache_insert(h->user + region, tail, h->map_id, now);
     } else {
       os_unmap(h->user + region, tail);
-      huge_count(&huge_purged, (ptrdiff_t)tail);
+      count_locked(&huge_purged, (ptrdiff_t)tail);
     }
     spin_unlock(&lock);
   }
