@@ -243,7 +243,7 @@ static void stat_add(_Atomic size_t *s, ptrdiff_t d) {
 
 static void dirty_add(arena_t *a, ptrdiff_t d) {
   stat_add(&a->dirty, d);
-  atomic_fetch_add_explicit(&dirty_total, (size_t)d, memory_order_relaxed);
+  shared_add(&dirty_total, (size_t)d);
 }
 
 /* An arena's chunks are on two lists, a->chunks (those with a free unit) and
@@ -533,7 +533,7 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
   chunk_list_push(&a->chunks, c);
   a->spans_gen++; /* a warm pooled chunk may fit better than the memo */
   stat_add(&a->mapped, (ptrdiff_t)CHUNK_SIZE);
-  atomic_fetch_add_explicit(&mapped_total, CHUNK_SIZE, memory_order_relaxed);
+  shared_add(&mapped_total, CHUNK_SIZE);
   uint64_t dirty_before = c->dirty_units; /* a warm pooled chunk: its resident units first */
   page_t *pg = chunk_take_span(c, units, step, true);
   if (!pg) pg = chunk_take_span(c, units, step, false);
@@ -558,7 +558,7 @@ static page_t *page_new_unqueued(arena_t *a, unsigned cls, unsigned step, bool o
   if (pg && one) a->last_span[cls] = pg;
   if (pg) {
     stat_add(&a->active, (ptrdiff_t)(units * UNIT_SIZE));
-    atomic_fetch_add_explicit(&active_total, units * UNIT_SIZE, memory_order_relaxed);
+    shared_add(&active_total, units * UNIT_SIZE);
     arena_note_peaks(a->now);
   }
   spin_unlock(&a->lock);
@@ -661,7 +661,7 @@ static void page_give_back_locked(arena_t *a, page_t *pg, uint64_t since) {
   chunk_give_span(c, pg, since);
   a->spans_gen++; /* take_fit_again_locked */
   stat_add(&a->active, -(ptrdiff_t)span);
-  atomic_fetch_sub_explicit(&active_total, span, memory_order_relaxed);
+  shared_add(&active_total, -span);
   dirty_add(a, (ptrdiff_t)span);
 }
 
@@ -1107,7 +1107,7 @@ static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, boo
     a->spans_gen++;
     chunk_retire(c);
     stat_add(&a->mapped, -(ptrdiff_t)CHUNK_SIZE);
-    atomic_fetch_sub_explicit(&mapped_total, CHUNK_SIZE, memory_order_relaxed);
+    shared_add(&mapped_total, -CHUNK_SIZE);
   }
   dirty_add(a, -(ptrdiff_t)bytes);
   stat_add(&a->purged, (ptrdiff_t)bytes);

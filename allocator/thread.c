@@ -20,8 +20,9 @@ static atomic_uint_fast64_t threads_seen;
  * its lock calls succeed at once without touching the locks: no other thread
  * can be inside, and this thread is not in the middle of an update (fork is
  * not called from inside malloc). */
-void spin_lock(spinlock_t *l) {
-  while (!spin_trylock(l)) os_yield();
+void spin_lock_wait(spinlock_t *l) {
+  do os_yield();
+  while (!spin_trylock(l));
 }
 
 /* ------------------------------------------------------------ set-up */
