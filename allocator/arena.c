@@ -129,7 +129,7 @@ static void page_retire_locked(arena_t *a, page_t *pg, uint64_t since);
  * list. */
 static bool one_spare_keep(arena_t *a, page_t *pg) {
   if (opt.decay_ms == 0 || a != arena_tls) return false;
-  page_t *old = atomic_exchange_explicit(&a->one_spare, pg, memory_order_acq_rel);
+  page_t *old = shared_xchg(&a->one_spare, pg);
   if (old) page_retire_locked(a, old, 0);
   return true;
 }
@@ -142,7 +142,7 @@ static page_t *one_spare_take(arena_t *a, unsigned cls, unsigned step, size_t si
   if (!pg || pg->cls != cls) return NULL;
   if (step > 1 ? pg->color || ((uintptr_t)pg->start & ((size_t)step * UNIT_SIZE - 1)) != 0 : pg->block_size < size)
     return NULL;
-  return atomic_exchange_explicit(&a->one_spare, NULL, memory_order_acq_rel);
+  return shared_xchg(&a->one_spare, NULL);
 }
 
 /* Gives the kept page back to its chunk: by its owner as any retired page,

@@ -119,7 +119,9 @@ __attribute__((noreturn, cold)) void ebb_fatal(const char *func, const char *msg
  * orders everything before it). A thread made with a raw clone(), behind
  * libc's back, breaks this as it breaks glibc's malloc. The 64 KiB batch of
  * bench/loop (--slots 16 --batch 1) paid ~20 % of its time on such
- * instructions, a 3 MiB malloc/free pair ~15 %. */
+ * instructions, a 3 MiB malloc/free pair ~15 %, a 256 KiB one (the kept
+ * one-block page's two exchanges) ~30 %. The page's remote-free word (xfree)
+ * keeps its compare-and-swap: plain, it measured no faster. */
 extern char __libc_single_threaded __attribute__((weak));
 EBB_INLINE bool process_single_threaded(void) {
   return &__libc_single_threaded != NULL && relaxed_load(__libc_single_threaded);
@@ -132,6 +134,15 @@ EBB_INLINE void shared_add(atomic_size_t *v, size_t d) {
   else
     atomic_fetch_add_explicit(v, d, memory_order_relaxed);
 }
+
+/* An exchange (acq_rel) of an atomic word other threads may also exchange. */
+#define shared_xchg(v, x)                                                                                    \
+  (process_single_threaded() ? ({                                                                            \
+    __typeof__(atomic_load_explicit(v, memory_order_relaxed)) old_ = atomic_load_explicit(v, memory_order_relaxed); \
+    atomic_store_explicit(v, x, memory_order_relaxed);                                                       \
+    old_;                                                                                                    \
+  })                                                                                                         \
+                             : atomic_exchange_explicit(v, x, memory_order_acq_rel))
 
 typedef struct {
   atomic_int held;

@@ -3,7 +3,8 @@
  * instructions, and must stay exact for the threads made later: a lock taken
  * by the only thread still excludes a thread made while it is held, counts
  * added alone and then by many threads at once lose nothing, and the process
- * counts as single-threaded only until its first pthread_create.
+ * counts as single-threaded only until its first pthread_create; exchanges
+ * (the thread's kept one-block page) neither lose nor duplicate a value.
  * Criterion's worker processes have a thread of their own (and glibc never
  * counts a fork's child of such a process as single-threaded again), so each
  * case runs in a fresh process: this binary executed again with
@@ -91,11 +92,43 @@ static void count_case(void) {
   check(4, atomic_load(&counter) == 2000 + (size_t)ADDS, "three threads adding at once lost no add");
 }
 
+/* Tokens 1..4: one in the word, one in each of three threads, swapped in and
+ * out; exact exchanges never duplicate or lose one. */
+static _Atomic(uintptr_t) word;
+static uintptr_t held_after[3];
+
+static void *swapper(void *arg) {
+  uintptr_t i = (uintptr_t)arg, mine = i + 2;
+  for (int k = 0; k < ADDS; k++) mine = shared_xchg(&word, mine);
+  held_after[i] = mine;
+  return NULL;
+}
+
+static void xchg_case(void) {
+  check(1, process_single_threaded(), "a fresh process has one thread");
+  atomic_store(&word, 1);
+  uintptr_t t0 = 7;
+  t0 = shared_xchg(&word, t0);
+  check(2, t0 == 1 && atomic_load(&word) == 7, "an exchange alone");
+  t0 = shared_xchg(&word, t0);
+  check(2, t0 == 7 && atomic_load(&word) == 1, "and back");
+  pthread_t t[2];
+  check(3, pthread_create(&t[0], NULL, swapper, (void *)(uintptr_t)0) == 0, "pthread_create");
+  check(3, pthread_create(&t[1], NULL, swapper, (void *)(uintptr_t)1) == 0, "pthread_create");
+  swapper((void *)(uintptr_t)2);
+  pthread_join(t[0], NULL);
+  pthread_join(t[1], NULL);
+  unsigned seen = 1u << atomic_load(&word);
+  for (int i = 0; i < 3; i++) seen |= 1u << held_after[i];
+  check(4, seen == 0x1e, "three threads exchanging at once kept every token exactly once");
+}
+
 __attribute__((constructor)) static void locks_child(void) {
   const char *c = getenv("EBB_LOCKS_CASE");
   if (!c) return;
   if (!strcmp(c, "lock")) lock_case();
   else if (!strcmp(c, "count")) count_case();
+  else if (!strcmp(c, "xchg")) xchg_case();
   else check(99, false, "no such case");
   _exit(0);
 }
@@ -119,4 +152,8 @@ Test(locks, a_lock_the_only_thread_took_excludes_the_threads_made_while_it_is_he
 
 Test(locks, shared_counts_added_alone_and_then_by_threads_at_once_lose_nothing) {
   cr_assert_eq(run_case("count"), 0, "see the failed check on stderr");
+}
+
+Test(locks, exchanges_alone_and_then_by_threads_at_once_keep_every_value_once) {
+  cr_assert_eq(run_case("xchg"), 0, "see the failed check on stderr");
 }
