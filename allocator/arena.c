@@ -284,7 +284,7 @@ static void chunk_list_move(chunk_t **from, chunk_t **to, chunk_t *c) {
  * resident units it took stop counting as dirty, and a chunk with no free unit
  * left goes to the full list. */
 static void span_taken(arena_t *a, chunk_t *c, uint64_t dirty_before) {
-  dirty_add(a, -(ptrdiff_t)((size_t)__builtin_popcountll(dirty_before & ~c->dirty_units) * UNIT_SIZE));
+  dirty_add(a, -(ptrdiff_t)((size_t)popcount64(dirty_before & ~c->dirty_units) * UNIT_SIZE));
   if (!c->free_count) chunk_list_move(&a->chunks, &a->chunks_full, c);
 }
 
@@ -529,7 +529,7 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
   }
   chunk_t *c = chunk_new(a, atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS, a->now);
   if (!c) return NULL;
-  dirty_add(a, (ptrdiff_t)((size_t)__builtin_popcountll(c->dirty_units) * UNIT_SIZE)); /* a warm pooled chunk */
+  dirty_add(a, (ptrdiff_t)((size_t)popcount64(c->dirty_units) * UNIT_SIZE)); /* a warm pooled chunk */
   chunk_list_push(&a->chunks, c);
   a->spans_gen++; /* a warm pooled chunk may fit better than the memo */
   stat_add(&a->mapped, (ptrdiff_t)CHUNK_SIZE);
@@ -1631,7 +1631,7 @@ void arena_reset_blocks(arena_t *a) {
   for (chunk_t *c = a->chunks; c; c = c->next) {
     uint64_t r = chunk_resident(c);
     chunk_reset(c, r, now);
-    resident += (size_t)__builtin_popcountll(r) * UNIT_SIZE;
+    resident += (size_t)popcount64(r) * UNIT_SIZE;
   }
   free_huge_locked(a, now);
   atomic_fetch_sub(&active_total, atomic_load(&a->active));

@@ -18,7 +18,7 @@ size_t chunk_pool_bytes(void) { return atomic_load_explicit(&pool_count, memory_
 size_t chunk_pool_dirty(void) { return atomic_load_explicit(&warm_dirty, memory_order_relaxed); }
 size_t chunk_pool_warm_bytes(void) { return atomic_load_explicit(&warm_count, memory_order_relaxed) * CHUNK_SIZE; }
 
-static size_t units_bytes(uint64_t m) { return (size_t)__builtin_popcountll(m) * UNIT_SIZE; }
+static size_t units_bytes(uint64_t m) { return (size_t)popcount64(m) * UNIT_SIZE; }
 #define pooled_since dirty_since[0] /* unit 0 (the header) is never a dirty unit */
 
 static void warm_unlink_locked(chunk_t *c) {

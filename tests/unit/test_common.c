@@ -1,4 +1,4 @@
-/* Locks and shared counters while the process has one thread (common.h,
+/* common.h's primitives. Locks and shared counters while the process has one thread (common.h,
  * process_single_threaded): they are then read and written with plain
  * instructions, and must stay exact for the threads made later: a lock taken
  * by the only thread still excludes a thread made while it is held, counts
@@ -156,4 +156,24 @@ Test(locks, shared_counts_added_alone_and_then_by_threads_at_once_lose_nothing) 
 
 Test(locks, exchanges_alone_and_then_by_threads_at_once_keep_every_value_once) {
   cr_assert_eq(run_case("xchg"), 0, "see the failed check on stderr");
+}
+
+/* popcount64 against a bit-by-bit count, on every single bit, all-ones, and
+ * a stream of mixed words. */
+static unsigned slow_count(uint64_t x) {
+  unsigned n = 0;
+  for (; x; x >>= 1) n += (unsigned)(x & 1);
+  return n;
+}
+
+Test(bits, popcount64_counts_every_bit) {
+  cr_assert_eq(popcount64(0), 0);
+  cr_assert_eq(popcount64(~(uint64_t)0), 64);
+  for (int i = 0; i < 64; i++) cr_assert_eq(popcount64((uint64_t)1 << i), 1, "bit %d", i);
+  uint64_t x = 0x9E3779B97F4A7C15u;
+  for (int i = 0; i < 100000; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+    uint64_t w = i & 1 ? x : x & (x >> 3); /* sparse and dense words */
+    cr_assert_eq(popcount64(w), slow_count(w), "%#llx", (unsigned long long)w);
+  }
 }
