@@ -451,7 +451,17 @@ static void *realloc_in(arena_t *a, void *p, size_t size, bool first_class) {
     track_malloc(p, old, false);
     track_open(p, old);
   }
-  void *q = alloc_in(first_class ? a : NULL, size, first_class);
+  /* A block that grows is asked for at its class's whole size: a one-block
+   * page's block is colored (arena.c, page_color) and gives up to 4 KiB of
+   * its class's size to the color, no more than the request leaves unused,
+   * so a buffer grown in small steps (realloc(p, n + len), a string or a log
+   * being appended to) outgrew its block every few dozen bytes and moved
+   * into another block of the same class with another color: growing one
+   * buffer to 256 KiB by 1-64 bytes a call moved it 175 times and copied 18
+   * MiB (mimalloc 43 times, 1.3 MiB; a probe's finding, 56 ns a call against
+   * mimalloc's 29 with 256 such buffers). Uncolored, it moves once a class. */
+  size_t want = size > old && size <= CLASS_MAX_SIZE ? class_size_of(size_class(size)) : size;
+  void *q = alloc_in(first_class ? a : NULL, want, first_class);
   if (!q) return NULL;
   memcpy(q, p, old < size ? old : size);
   free_block(p, "realloc");
