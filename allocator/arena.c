@@ -915,8 +915,21 @@ void arena_free_local_slow(arena_t *a, page_t *pg) {
   if (unlikely(--a->tick < 0)) arena_tick(a);
 }
 
+/* Free's emptied-page event, the most common first: the class's current
+ * one-unit page emptied while no page is held and the class's cache slot is
+ * empty (a loop that mallocs and frees a temporary block, nothing else of its
+ * class live on the page), which arena_free_local_slow would keep as the
+ * class's page, counting the event, here without its frame and tests: a
+ * malloc/free pair of one 16 B block 106 -> 90 instructions (callgrind). */
 EBB_NOINLINE void arena_free_local_slow_leave(arena_t *a, page_t *pg) {
-  arena_free_local_slow(a, pg);
+  const tcache_t *tc = (const tcache_t *)((const char *)a->tc + relaxed_load(pg->tc_off));
+  if (likely(a->tc[pg->cls].direct == pg && pg->units == 1 && a->held_cls == NCLASSES && !pg->remote_pending &&
+             tc->fl.free == NULL)) {
+    pg->empties++; /* kept as the class's page (decay_page reads this) */
+    if (unlikely(--a->tick < 0)) arena_tick(a);
+  } else {
+    arena_free_local_slow(a, pg);
+  }
   free_window_close();
 }
 

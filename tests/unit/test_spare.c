@@ -421,6 +421,25 @@ Test(spare, another_emptied_page_ends_the_hold) {
   cr_assert_eq(active(), before - span_of(OTHER));
 }
 
+/* The same for a one-unit page, the class's current one, whose only block is
+ * freed (free's shortest emptied-page path, arena_free_local_slow_leave). */
+Test(spare, an_emptied_one_unit_page_ends_the_hold_too) {
+  bounce_classes_ok();
+  void *keep = ebb_malloc(100); /* the only block of its class's current one-unit page */
+  cr_assert_not_null(keep);
+  page_t *small = page_of(keep);
+  cr_assert_eq(small->units, 1);
+  cr_assert_eq(arena_tls->tc[small->cls].direct, small);
+  size_t before = active();
+  page_t *pg = bounce(BOUNCE, 10);
+  cr_assert_eq(arena_tls->held_cls, size_class(BOUNCE));
+  ebb_free(keep);
+  cr_assert_eq(arena_tls->held_cls, NCLASSES, "the hold outlived another page's emptying");
+  cr_assert_neq(pg->cls, size_class(BOUNCE), "the held page stayed after another page emptied");
+  cr_assert_eq(active(), before, "the emptied one-unit page stays its class's page");
+  cr_assert_eq(arena_tls->tc[small->cls].direct, small);
+}
+
 Test(spare, ebb_trim_gives_the_held_page_back) {
   bounce_classes_ok();
   size_t before = active();
