@@ -104,10 +104,6 @@ __attribute__((noreturn, cold)) void ebb_fatal(const char *func, const char *msg
     if (EBB_DEBUG >= 2 && !(e)) ebb_fatal(__func__, "validation failed: " #e, NULL);                         \
   } while (0)
 
-/* A tiny test-and-test-and-set lock: never allocates, used only on slow paths.
- * While a thread forks it holds every lock (thread.c's fork_prepare) and
- * spin_fork_holder is set: its own lock calls in between (from other fork
- * handlers that allocate) then succeed without touching any lock. */
 /* Bits set in x, inline: without -mpopcnt (the x86-64 baseline Debian
  * builds for) __builtin_popcountll is a call into libgcc's byte-table loop,
  * 2-3 % of a 64 KiB malloc/free batch (bench/loop, perf). */
@@ -154,6 +150,11 @@ EBB_INLINE void shared_add(atomic_size_t *v, size_t d) {
   })                                                                                                         \
                              : atomic_exchange_explicit(v, x, memory_order_acq_rel))
 
+/* A tiny test-and-test-and-set lock: never allocates, used only on slow paths;
+ * while the process has one thread, taken and released with plain stores.
+ * While a thread forks it holds every lock (thread.c's fork_prepare) and
+ * spin_fork_holder is set: its own lock calls in between (from other fork
+ * handlers that allocate) then succeed without touching any lock. */
 typedef struct {
   atomic_int held;
 } spinlock_t;
