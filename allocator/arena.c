@@ -237,12 +237,8 @@ static void arena_drain_remote(arena_t *a) {
 
 /* ------------------------------------------------------------ spans */
 
-static void stat_add(_Atomic size_t *s, ptrdiff_t d) {
-  atomic_store_explicit(s, atomic_load_explicit(s, memory_order_relaxed) + (size_t)d, memory_order_relaxed);
-}
-
 static void dirty_add(arena_t *a, ptrdiff_t d) {
-  stat_add(&a->dirty, d);
+  plain_add(&a->dirty, (size_t)d);
   shared_add(&dirty_total, (size_t)d);
 }
 
@@ -532,7 +528,7 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
   dirty_add(a, (ptrdiff_t)((size_t)popcount64(c->dirty_units) * UNIT_SIZE)); /* a warm pooled chunk */
   chunk_list_push(&a->chunks, c);
   a->spans_gen++; /* a warm pooled chunk may fit better than the memo */
-  stat_add(&a->mapped, (ptrdiff_t)CHUNK_SIZE);
+  plain_add(&a->mapped, CHUNK_SIZE);
   shared_add(&mapped_total, CHUNK_SIZE);
   uint64_t dirty_before = c->dirty_units; /* a warm pooled chunk: its resident units first */
   page_t *pg = chunk_take_span(c, units, step, true);
@@ -557,7 +553,7 @@ static page_t *page_new_unqueued(arena_t *a, unsigned cls, unsigned step, bool o
   page_t *pg = take_span_locked(a, cls, units, step);
   if (pg && one) a->last_span[cls] = pg;
   if (pg) {
-    stat_add(&a->active, (ptrdiff_t)(units * UNIT_SIZE));
+    plain_add(&a->active, units * UNIT_SIZE);
     shared_add(&active_total, units * UNIT_SIZE);
     arena_note_peaks(a->now);
   }
@@ -660,7 +656,7 @@ static void page_give_back_locked(arena_t *a, page_t *pg, uint64_t since) {
   if (!c->free_count) chunk_list_move(&a->chunks_full, &a->chunks, c); /* its first free unit */
   chunk_give_span(c, pg, since);
   a->spans_gen++; /* take_fit_again_locked */
-  stat_add(&a->active, -(ptrdiff_t)span);
+  plain_add(&a->active, -span);
   shared_add(&active_total, -span);
   dirty_add(a, (ptrdiff_t)span);
 }
@@ -1098,7 +1094,7 @@ static size_t purge_oldest_locked(arena_t *a, size_t need) {
       bytes += chunk_purge(c, oldest, need - bytes, opt.purge);
   }
   dirty_add(a, -(ptrdiff_t)bytes);
-  stat_add(&a->purged, (ptrdiff_t)bytes);
+  plain_add(&a->purged, bytes);
   return bytes;
 }
 
@@ -1119,11 +1115,11 @@ static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, boo
     chunk_list_remove(&a->chunks, c);
     a->spans_gen++;
     chunk_retire(c);
-    stat_add(&a->mapped, -(ptrdiff_t)CHUNK_SIZE);
+    plain_add(&a->mapped, -CHUNK_SIZE);
     shared_add(&mapped_total, -CHUNK_SIZE);
   }
   dirty_add(a, -(ptrdiff_t)bytes);
-  stat_add(&a->purged, (ptrdiff_t)bytes);
+  plain_add(&a->purged, bytes);
   return bytes;
 }
 

@@ -133,10 +133,17 @@ EBB_INLINE bool process_single_threaded(void) {
   return &__libc_single_threaded != NULL && relaxed_load(__libc_single_threaded);
 }
 
+/* Adds d to a counter that only one writer changes at a time (its owner, or
+ * whoever holds its lock): a plain load and store, no locked instruction;
+ * other threads may read it (relaxed). */
+EBB_INLINE void plain_add(atomic_size_t *v, size_t d) {
+  atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d, memory_order_relaxed);
+}
+
 /* Adds d to a counter that every thread may add to (relaxed). */
 EBB_INLINE void shared_add(atomic_size_t *v, size_t d) {
   if (process_single_threaded())
-    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + d, memory_order_relaxed);
+    plain_add(v, d);
   else
     atomic_fetch_add_explicit(v, d, memory_order_relaxed);
 }

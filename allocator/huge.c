@@ -33,12 +33,9 @@ size_t huge_cache_bytes(void) { return atomic_load_explicit(&cache_bytes, memory
 size_t huge_active_bytes(void) { return atomic_load_explicit(&active_bytes, memory_order_relaxed); }
 
 /* The three counts (cache_bytes, active_bytes, huge_purged) are written only
- * under the lock, so with no locked instruction (readers load them relaxed):
- * a large malloc/free pair ran seven locked instructions, each waiting for
- * the stores before it. */
-static void count_locked(_Atomic size_t *c, ptrdiff_t d) {
-  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + (size_t)d, memory_order_relaxed);
-}
+ * under the lock, so with plain_add, no locked instruction (readers load them
+ * relaxed): a large malloc/free pair ran seven locked instructions, each
+ * waiting for the stores before it. */
 
 /* ------------------------------------------------------------ descriptors (lock held) */
 
@@ -63,7 +60,7 @@ static void desc_delete_locked(huge_t *h) {
 /* ------------------------------------------------------------ the cache (lock held) */
 
 static void cache_remove_at(unsigned i) {
-  count_locked(&cache_bytes, -(ptrdiff_t)cache[i].len);
+  plain_add(&cache_bytes, -cache[i].len);
   for (; i + 1 < ncache; i++) cache[i] = cache[i + 1];
   ncache--;
 }
@@ -71,7 +68,7 @@ static void cache_remove_at(unsigned i) {
 static size_t cache_unmap_at(unsigned i) {
   size_t len = cache[i].len;
   os_unmap(cache[i].base, len);
-  count_locked(&huge_purged, (ptrdiff_t)len);
+  plain_add(&huge_purged, len);
   cache_remove_at(i);
   return len;
 }
@@ -90,7 +87,7 @@ static void cache_insert(char *base, size_t len, uintptr_t map_id, uint64_t now)
     atomic_store_explicit(&oldest_since, now, memory_order_relaxed);
   unsigned i = 0;
   while (i < ncache && cache[i].base < base) i++;
-  count_locked(&cache_bytes, (ptrdiff_t)len);
+  plain_add(&cache_bytes, len);
   bool after_prev = i > 0 && cache[i - 1].map_id == map_id && cache[i - 1].base + cache[i - 1].len == base;
   bool before_next = i < ncache && cache[i].map_id == map_id && base + len == cache[i].base;
   if (after_prev) {
@@ -98,7 +95,7 @@ static void cache_insert(char *base, size_t len, uintptr_t map_id, uint64_t now)
     cache[i - 1].since = now;
     if (before_next) {
       cache[i - 1].len += cache[i].len;
-      count_locked(&cache_bytes, (ptrdiff_t)cache[i].len); /* cache_remove_at takes it off again */
+      plain_add(&cache_bytes, cache[i].len); /* cache_remove_at takes it off again */
       cache_remove_at(i);
     }
     return;
@@ -127,7 +124,7 @@ static char *cache_take(unsigned i, size_t take) {
   } else {
     cache[i].base += take;
     cache[i].len -= take;
-    count_locked(&cache_bytes, -(ptrdiff_t)take);
+    plain_add(&cache_bytes, -take);
   }
   return base;
 }
@@ -238,7 +235,7 @@ huge_t *huge_new(size_t size, size_t align, size_t *reused) {
   if (i >= 0) {
     map_id = cache[i].map_id;
     base = cache_take((unsigned)i, span);
-    count_locked(&active_bytes, (ptrdiff_t)span); /* taken back below if the registry refuses it */
+    plain_add(&active_bytes, span); /* taken back below if the registry refuses it */
     if (purge) purge_slack(base, need, span);
   } else if (below >= 0) {
     map_id = cache[below].map_id;
@@ -285,7 +282,7 @@ huge_t *huge_new(size_t size, size_t align, size_t *reused) {
   }
   if (!base || !registry_set(base, tagged(h))) {
     spin_lock(&lock);
-    if (i >= 0) count_locked(&active_bytes, -(ptrdiff_t)span);
+    if (i >= 0) plain_add(&active_bytes, -span);
     if (base) cache_insert(base, span, map_id, 0); /* decays at the next pass */
     desc_delete_locked(h);
     spin_unlock(&lock);
@@ -293,7 +290,7 @@ huge_t *huge_new(size_t size, size_t align, size_t *reused) {
   }
   if (i < 0) { /* grown or freshly mapped: the system call dwarfs a turn of the lock */
     spin_lock(&lock);
-    count_locked(&active_bytes, (ptrdiff_t)span);
+    plain_add(&active_bytes, span);
     spin_unlock(&lock);
   }
   return h;
@@ -302,12 +299,12 @@ huge_t *huge_new(size_t size, size_t align, size_t *reused) {
 void huge_delete(huge_t *h, bool keep, uint64_t now) {
   registry_clear(h->user); /* before the range can be reused by anyone */
   spin_lock(&lock);
-  count_locked(&active_bytes, -(ptrdiff_t)h->span);
+  plain_add(&active_bytes, -h->span);
   if (keep) {
     cache_insert(h->user, h->span, h->map_id, now);
   } else {
     os_unmap(h->user, h->span);
-    count_locked(&huge_purged, (ptrdiff_t)h->span);
+    plain_add(&huge_purged, h->span);
   }
   desc_delete_locked(h);
   spin_unlock(&lock);
@@ -324,7 +321,7 @@ static bool grow_into_cache(huge_t *h, size_t need) {
     if (e->base != h->user + h->span || e->map_id != h->map_id || h->span + e->len < need) continue;
     size_t take = h->span + e->len >= region + CHUNK_SIZE ? region - h->span : e->len;
     cache_take(i, take);
-    count_locked(&active_bytes, (ptrdiff_t)take);
+    plain_add(&active_bytes, take);
     h->span += take;
     done = true;
   }
@@ -359,7 +356,7 @@ static bool grow(huge_t *h, size_t need) {
   size_t old = h->span;
   if (!os_resize_inplace(h->user, h->span, need) && !move(h, need)) return false;
   spin_lock(&lock);
-  count_locked(&active_bytes, (ptrdiff_t)(need - old));
+  plain_add(&active_bytes, need - old);
   spin_unlock(&lock);
   h->span = need;
   return true;
@@ -373,12 +370,12 @@ static void shrink(huge_t *h, size_t need, bool keep, uint64_t now) {
     size_t tail = h->span - region;
     h->span = region;
     spin_lock(&lock);
-    count_locked(&active_bytes, -(ptrdiff_t)tail);
+    plain_add(&active_bytes, -tail);
     if (keep) {
       cache_insert(h->user + region, tail, h->map_id, now);
     } else {
       os_unmap(h->user + region, tail);
-      count_locked(&huge_purged, (ptrdiff_t)tail);
+      plain_add(&huge_purged, tail);
     }
     spin_unlock(&lock);
   }
