@@ -806,7 +806,7 @@ static void tcache_flush(arena_t *a, unsigned cls, uint32_t keep);
 /* Whether the class's cache slot holds one block, the thread's own, of a page
  * below pg: the block a free into a full page left there
  * (arena_cache_own_full), which keeps that page from ever emptying. */
-static bool cache_holds_one_below(arena_t *a, page_t *pg) {
+EBB_INLINE bool cache_holds_one_below(arena_t *a, page_t *pg) {
   tcache_t *tc = (tcache_t *)((char *)a->tc + relaxed_load(pg->tc_off));
   block_t *b = tc->fl.free;
   return b && (uintptr_t)b < (uintptr_t)pg->start && block_next(b) == NULL &&
@@ -888,44 +888,53 @@ static void page_hold_end(arena_t *a) {
  * its current slab the lowest non-full one (arena_bin_lower_slab) for the
  * same reason; switching on every free into a full page, as it does, cost
  * bench/loop --min 4097 --max 8192 20 % more instructions here. */
-void arena_free_local_slow(arena_t *a, page_t *pg) {
-  ebb_assert(!pg->full); /* a full page's frees take arena_return_slow, which unmarks it under the lock */
-  bool flush = false;
-  if (pg->used == 0 && !pg->remote_pending) {
-    if (a->held_cls != NCLASSES && a->tc[a->held_cls].direct != pg) page_hold_end(a); /* first: it may be d */
-    page_t *d = a->tc[pg->cls].direct;
-    if (d != pg && d != &page_empty && pg->units == 1 && (uintptr_t)pg < (uintptr_t)d)
-      page_take_over(a, pg, d);
-    else if (d == pg && pg->units > 1 && page_hold(a, pg))
-      ;
-    else if (d != pg ? !page_kept_spare(a, pg) : pg->units > 1)
-      page_retire_noting(a, pg);
-    else {
-      pg->empties++; /* kept as the class's page: its decay pass tells use from disuse by this (decay_page) */
-      flush = d == pg && cache_holds_one_below(a, pg);
-    }
+/* What becomes of pg, just emptied (no block in use, none pending from other
+ * threads); true when the class's cache slot must be flushed after (its one
+ * block keeps a page below pg from emptying). The most common event first:
+ * the class's current one-unit page, no page held, stays the class's page (a
+ * loop that mallocs and frees a temporary block empties it at every free; a
+ * 16 B pair took 106 instructions with the tests below run first, 94 now). */
+static EBB_NOINLINE bool page_emptied_else(arena_t *a, page_t *pg);
+EBB_INLINE bool page_emptied(arena_t *a, page_t *pg) {
+  if (likely(a->tc[pg->cls].direct == pg && pg->units == 1 && a->held_cls == NCLASSES)) {
+    pg->empties++; /* kept as the class's page: its decay pass tells use from disuse by this (decay_page) */
+    return cache_holds_one_below(a, pg);
   }
+  return page_emptied_else(a, pg);
+}
+
+/* page_emptied's other cases, out of line so the common one needs no frame. */
+static EBB_NOINLINE bool page_emptied_else(arena_t *a, page_t *pg) {
+  if (a->held_cls != NCLASSES && a->tc[a->held_cls].direct != pg) page_hold_end(a); /* first: it may be d */
+  page_t *d = a->tc[pg->cls].direct;
+  if (d != pg && d != &page_empty && pg->units == 1 && (uintptr_t)pg < (uintptr_t)d)
+    page_take_over(a, pg, d);
+  else if (d == pg && pg->units > 1 && page_hold(a, pg))
+    ;
+  else if (d != pg ? !page_kept_spare(a, pg) : pg->units > 1)
+    page_retire_noting(a, pg);
+  else {
+    pg->empties++;
+    return d == pg && cache_holds_one_below(a, pg);
+  }
+  return false;
+}
+
+EBB_INLINE void free_local_slow(arena_t *a, page_t *pg) {
+  ebb_assert(!pg->full); /* a full page's frees take arena_return_slow, which unmarks it under the lock */
+  bool flush = pg->used == 0 && !pg->remote_pending && page_emptied(a, pg);
   /* last: a decay pass may retire pg (found by UBSan: pg->cls read as
    * PAGE_UNUSED), and so may the flush (the block's page takes over) */
-  if (flush) tcache_flush(a, TC_OF(relaxed_load(pg->tc_off)), 0);
+  if (unlikely(flush)) tcache_flush(a, TC_OF(relaxed_load(pg->tc_off)), 0);
   if (unlikely(--a->tick < 0)) arena_tick(a);
 }
 
-/* Free's emptied-page event, the most common first: the class's current
- * one-unit page emptied while no page is held and the class's cache slot is
- * empty (a loop that mallocs and frees a temporary block, nothing else of its
- * class live on the page), which arena_free_local_slow would keep as the
- * class's page, counting the event, here without its frame and tests: a
- * malloc/free pair of one 16 B block 106 -> 90 instructions (callgrind). */
+void arena_free_local_slow(arena_t *a, page_t *pg) { free_local_slow(a, pg); }
+
+/* free's own emptied-page path, so it inlines free_local_slow (a call and a
+ * frame more cost the temporary-block loop above 16 instructions a pair). */
 EBB_NOINLINE void arena_free_local_slow_leave(arena_t *a, page_t *pg) {
-  const tcache_t *tc = (const tcache_t *)((const char *)a->tc + relaxed_load(pg->tc_off));
-  if (likely(a->tc[pg->cls].direct == pg && pg->units == 1 && a->held_cls == NCLASSES && !pg->remote_pending &&
-             tc->fl.free == NULL)) {
-    pg->empties++; /* kept as the class's page (decay_page reads this) */
-    if (unlikely(--a->tick < 0)) arena_tick(a);
-  } else {
-    arena_free_local_slow(a, pg);
-  }
+  free_local_slow(a, pg);
   free_window_close();
 }
 
