@@ -139,8 +139,16 @@ static bool one_spare_keep(arena_t *a, page_t *pg) {
  * multiple of step units (page_new_one), for the caller (its owner) alone. */
 static page_t *one_spare_take(arena_t *a, unsigned cls, unsigned step, size_t size) {
   page_t *pg = atomic_load_explicit(&a->one_spare, memory_order_relaxed);
-  if (!pg || pg->cls != cls) return NULL;
-  if (step > 1 ? pg->color || ((uintptr_t)pg->start & ((size_t)step * UNIT_SIZE - 1)) != 0 : pg->block_size < size)
+  /* Relaxed loads: until the exchange below, another thread's pass may take
+   * the page and give it back to its chunk (global_purge), rewriting cls as
+   * this reads it (found by ThreadSanitizer in CI: xthread::random_exchange,
+   * reproduced with EBB_DECAY_MS=1). What is read then is stale but only
+   * decides whether to try; the exchange finds NULL and nothing is used. Only
+   * the owner puts a page here, so an exchange that returns pg returns it
+   * untouched since these loads. */
+  if (!pg || relaxed_load(pg->cls) != cls) return NULL;
+  if (step > 1 ? relaxed_load(pg->color) || ((uintptr_t)relaxed_load(pg->start) & ((size_t)step * UNIT_SIZE - 1)) != 0
+               : relaxed_load(pg->block_size) < size)
     return NULL;
   return shared_xchg(&a->one_spare, NULL);
 }
