@@ -240,9 +240,8 @@ EBB_INLINE void page_push_local(page_t *pg, block_t *b) { page_push_cookie(pg, b
 /* bump: hand out fresh blocks by bumping carved_end (page_bump) instead of
  * carving them into the free list in batches. */
 void page_init(page_t *pg, unsigned cls, char *start, struct arena *owner, bool bump);
-/* The page of a class_is_one_block class (a descriptor that serves no class
- * may keep a stale capacity of 1). */
-EBB_INLINE bool page_is_one_block(const page_t *pg) { return pg->capacity == 1 && pg->cls < NCLASSES; }
+/* The page of a class_is_one_block class. */
+EBB_INLINE bool page_is_one_block(const page_t *pg) { return pg->capacity == 1 && pg->units > 1; }
 /* Moves remote frees into the owner's list. Returns how many. */
 uint32_t page_collect(page_t *pg);
 /* Makes free blocks available (collect, unpark, carve). False if the page is full. */

@@ -34,15 +34,17 @@ typedef struct {
 extern class_info_t class_info[NCLASSES];
 extern uint8_t class_small[1024 / 16 + 1]; /* class of sizes up to 1 KiB, by (size + 15) / 16 */
 void sizeclass_init(void);
-/* A class whose page is one block (every class from 192 KiB, 112 and 128
- * KiB, those of blocks aligned beyond a unit, and 40-64 KiB, one block to a
- * unit): its pages skip the queues (arena.c, page_new_one). The one-unit ones
- * went through the queues until 2026-12-07: a batch of 16 blocks of 64 KiB
- * freed and allocated again marked each page full, took it off its queue and
- * put it back on, 80 ns a pair against 65 as one-block pages (bench/loop;
- * instance churn's time, faults and RSS unchanged). */
+/* A class whose page is one block over several units (every class from 192
+ * KiB, and 112 and 128 KiB, and so those of blocks aligned beyond a unit): its
+ * pages skip the queues (arena.c, page_new_one). The 40-64 KiB classes (one
+ * block to a single unit) were one-block classes too for a day (2026-12-07):
+ * bench/loop's batch of 16 blocks of 64 KiB went from 80 to 65 ns a pair, but
+ * mimalloc-bench's mstress (2 threads, 25 generations of threads, 1 % of its
+ * blocks 50 KiB) peaked at 13.4 MB instead of 12.1 (medians of 10; equal with
+ * one generation, +1.6 MB with 5) and mapped a chunk more, which took ebb's
+ * RSS geomean there over glibc's (1.007). */
 EBB_INLINE bool class_is_one_block(unsigned cls) {
-  return class_info[cls].count == 1;
+  return class_info[cls].count == 1 && class_info[cls].units > 1;
 }
 
 /* Source slots: what an arena's src[] is indexed by (arena.h). A size up to

@@ -274,40 +274,6 @@ Test(spare, a_one_block_page_is_kept_for_the_next_block_of_its_class) {
   cr_assert_eq(active(), before);
 }
 
-/* A class whose one block fills a single unit (40-64 KiB) is a one-block
- * class too: its page is full from its block's malloc, on no queue and never
- * the class's current page, and the block's free keeps it as the spare (or
- * gives its span back). As queue pages, a batch of 16 such blocks freed and
- * allocated again took 80 ns a pair (bench/loop), now 65. */
-Test(spare, a_block_that_fills_a_unit_has_a_page_of_its_own_off_the_queues) {
-  sizeclass_init();
-  unsigned c = size_class(UNIT_SIZE);
-  cr_assert_eq(class_info[c].units, 1);
-  cr_assert(class_is_one_block(c));
-  void *p[16];
-  for (int i = 0; i < 16; i++) {
-    p[i] = ebb_malloc(UNIT_SIZE);
-    cr_assert_not_null(p[i]);
-    page_t *pg = page_of(p[i]);
-    cr_assert(page_is_one_block(pg));
-    cr_assert(pg->full, "block %d: its page is not marked full", i);
-    cr_assert_neq(arena_tls->tc[c].direct, pg, "block %d: its page became the class's page", i);
-    cr_assert_null(arena_tls->queues[c].first, "block %d: a page of the class is on its queue", i);
-  }
-  page_t *last = page_of(p[15]);
-  for (int i = 0; i < 16; i++) ebb_free(p[i]);
-  cr_assert_eq(atomic_load(&arena_tls->one_spare), last, "the page emptied last is not the spare");
-  cr_assert_null(arena_tls->queues[c].first);
-  /* the first free's block waits in the class's cache slot (64 KiB a class,
-   * arena_cache_own_full); the next malloc takes it, the one after the spare */
-  void *q = ebb_malloc(UNIT_SIZE), *r = ebb_malloc(UNIT_SIZE);
-  cr_assert_eq(q, p[0], "the cached block did not come first");
-  cr_assert_eq(page_of(r), last, "the spare did not serve the class's next block");
-  ebb_free(q);
-  ebb_free(r);
-  ebb_trim();
-}
-
 /* The thread's decay pass gives it back once the same page has sat there for
  * the decay time (the first pass only notes it); EBB_DECAY_MS=0 keeps none. */
 Test(spare, the_decay_pass_gives_the_kept_one_block_page_back) {
