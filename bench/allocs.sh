@@ -35,3 +35,13 @@ alloc_env() {
     *) echo "LD_PRELOAD=$lib" ;;
   esac
 }
+
+# What every run drops from the caller's environment before alloc_env's words:
+# other allocators' settings, and every EBB_* setting (ebb-bg sets its own), so
+# that the tables compare the allocators as installed, with their defaults.
+# Before, only EBB_BACKGROUND went, and a run made with EBB_DECAY_MS exported
+# measured (and published) a tuned ebb.
+CLEAN_ENV=(-u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND)
+for v in $(compgen -e); do
+  case $v in EBB_*) CLEAN_ENV+=(-u "$v") ;; esac
+done

@@ -159,7 +159,7 @@ for ((r = 1; r <= RUNS; r++)); do
       a=${allocs[(i + r) % ${#allocs[@]}]}
       log=$OUT/raw/$t.$a.$r.txt
       t0=${EPOCHREALTIME/[.,]/} # microseconds, whatever the locale's decimal point
-      (cd "$WORK" && env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND ${ENV_OF[$a]} \
+      (cd "$WORK" && env "${CLEAN_ENV[@]}" ${ENV_OF[$a]} \
         /usr/bin/time -o "$log.time" -f '%M' $cmd <"$in" >"$log" 2>&1)
       rc=$?
       t1=${EPOCHREALTIME/[.,]/}

@@ -375,7 +375,7 @@ run_one() {
   tmp=$OUT/.out
   t0=$(now_ms)
   # shellcheck disable=SC2046,SC2086  # the env words and the arguments are meant to split
-  env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND ${ENV_OF[$alloc]} \
+  env "${CLEAN_ENV[@]}" ${ENV_OF[$alloc]} \
     timeout -s KILL 300 "$BIN/$wl" $args >"$tmp" 2>"$tmp.err"
   rc=$?
   { echo "### $wl/$cs $alloc rep $rep rc=$rc"; cat "$tmp" "$tmp.err"; } >>"$OUT/raw.log"
@@ -421,7 +421,7 @@ run_counts() {
   t0=$(now_ms)
   for n in "$n1" "$n2"; do
     # shellcheck disable=SC2086  # the env words are meant to split
-    env -u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND ${ENV_OF[$alloc]} \
+    env "${CLEAN_ENV[@]}" ${ENV_OF[$alloc]} \
       timeout -s KILL 300 valgrind "${tool[@]}" "${prog[@]}" "$n" >"$OUT/.out" 2>"$OUT/.out.err" || rc=$?
     { echo "### $wl/$cs $alloc pairs $n rc=$rc"; cat "$OUT/.out" "$OUT/.out.err"; } >>"$OUT/raw.log"
     # "ir_per_pair=<count>" and so on, one word per metric (commas out of the numbers)
