@@ -1,6 +1,6 @@
-# allocs.sh — sourced by run.sh and mbench.sh: where each allocator's library is
-# and the environment that makes a process use it. The caller sets EBB_LIB (the
-# path of build/libebb.so).
+# allocs.sh — sourced by run.sh, mbench.sh and misuse.sh: where each allocator's
+# library is and the environment that makes a process use it. The caller sets
+# EBB_LIB (the path of build/libebb.so).
 
 # Path of a shared library known to the dynamic linker, or empty.
 find_lib() {
@@ -45,3 +45,22 @@ CLEAN_ENV=(-u LD_PRELOAD -u GLIBC_TUNABLES -u MALLOC_CONF -u EBB_BACKGROUND)
 for v in $(compgen -e); do
   case $v in EBB_*) CLEAN_ENV+=(-u "$v") ;; esac
 done
+
+# Keeps the allocators of $ALLOCATORS that exist, saying why for the others
+# (as "$1: skipping ..."), and sets ENV_OF[a] to allocator a's environment,
+# looked up once (ldconfig is slow enough to matter). Calls the caller's die
+# for an unknown name or when none is left.
+declare -A ENV_OF
+select_allocators() {
+  local a env kept=""
+  for a in $ALLOCATORS; do
+    env=$(alloc_env "$a")
+    case "$env" in
+      "?") die "unknown allocator '$a'" ;;
+      "-") echo "$1: skipping $a: its library is not installed (make bench installs it; for ebb: make all)" >&2 ;;
+      *) kept="$kept $a"; ENV_OF[$a]=$env ;;
+    esac
+  done
+  ALLOCATORS=${kept# }
+  [ -n "$ALLOCATORS" ] || die "no allocator left to run"
+}

@@ -54,18 +54,8 @@ case "$RUNS$PROCS" in *[!0-9]* | "") die "--runs and --procs take a number" ;; e
 for t in cmake g++ /usr/bin/time; do
   command -v "$t" >/dev/null || die "$t not found (Debian: apt-get install cmake g++ time)"
 done
-. "$HERE/allocs.sh" # find_lib, alloc_env
-declare -A ENV_OF
-kept=""
-for a in $ALLOCATORS; do
-  env=$(alloc_env "$a")
-  case "$env" in
-    "?") die "unknown allocator '$a'" ;;
-    "-") echo "mbench.sh: skipping $a: its library is not installed (make bench installs it; for ebb: make all)" >&2 ;;
-    *) kept="$kept $a"; ENV_OF[$a]=$env ;;
-  esac
-done
-ALLOCATORS=${kept# }
+. "$HERE/allocs.sh" # find_lib, alloc_env, select_allocators (ENV_OF)
+select_allocators mbench.sh
 case " $ALLOCATORS " in *" glibc "*) ;; *) die "glibc must be among the allocators: the ratios are to it" ;; esac
 
 # ------------------------------------------------------------------ build

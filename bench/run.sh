@@ -85,25 +85,7 @@ parse_args() {
 
 # ------------------------------------------------------------------ allocators
 
-. "$HERE/allocs.sh" # find_lib, alloc_env
-
-# Keeps the allocators that exist; says why for the others. ENV_OF[a] is the
-# environment of allocator a, looked up once (ldconfig is slow enough to matter).
-declare -A ENV_OF
-select_allocators() {
-  local a env kept=""
-  for a in $ALLOCATORS; do
-    env=$(alloc_env "$a")
-    case "$env" in
-      "?") die "unknown allocator '$a'" ;;
-      "-") echo "run.sh: skipping $a: its library is not installed (make bench installs it; for ebb: make all)" >&2 ;;
-      *) kept="$kept $a"; ENV_OF[$a]=$env ;;
-    esac
-  done
-  ALLOCATORS=${kept# }
-  [ -n "$ALLOCATORS" ] || die "no allocator left to run"
-  NALLOC=$(echo "$ALLOCATORS" | wc -w)
-}
+. "$HERE/allocs.sh" # find_lib, alloc_env, select_allocators (ENV_OF)
 
 # Allocator order for repetition $1: rotated by one each time.
 rotated() {
@@ -572,7 +554,8 @@ main() {
   if [ "$MODE" = smoke ] && [ ! -e "$EBB_LIB" ] && [ "$ALLOCATORS_SET" = 0 ]; then
     die "smoke runs under $EBB_LIB, which is missing (make all builds it)"
   fi
-  select_allocators
+  select_allocators run.sh
+  NALLOC=$(echo "$ALLOCATORS" | wc -w)
   if [ "$CALLGRIND" = 1 ] && ! command -v valgrind >/dev/null 2>&1; then
     echo "run.sh: valgrind not found, skipping the callgrind and cachegrind counts" >&2
     CALLGRIND=0
