@@ -1,6 +1,7 @@
 # allocs.sh — sourced by run.sh, mbench.sh and misuse.sh: where each allocator's
-# library is and the environment that makes a process use it. The caller sets
-# EBB_LIB (the path of build/libebb.so).
+# library is and the environment that makes a process use it, and the option
+# parsing the two mimalloc-bench scripts share. The caller sets EBB_LIB (the path
+# of build/libebb.so) and defines die.
 
 # Path of a shared library known to the dynamic linker, or empty.
 find_lib() {
@@ -63,4 +64,21 @@ select_allocators() {
   done
   ALLOCATORS=${kept# }
   [ -n "$ALLOCATORS" ] || die "no allocator left to run"
+}
+
+# Sets, for each "--option value" pair among the arguments after the first,
+# the variable that the first argument's "option=VARIABLE ..." words name for
+# it; any other option, or one without its value, is an error (die).
+parse_options() {
+  local spec=" $1 " opt var
+  shift
+  while [ $# -gt 0 ]; do
+    [ $# -ge 2 ] || die "$1 needs a value"
+    opt=${1#--}
+    case "$1:$spec" in
+      --*:*" $opt="*) var=${spec#* "$opt"=}; printf -v "${var%% *}" '%s' "$2" ;;
+      *) die "unknown option $1 (see the head of $0)" ;;
+    esac
+    shift 2
+  done
 }

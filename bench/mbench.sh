@@ -34,27 +34,14 @@ xmalloc-testN cache-scratch1 cache-scratchN cache-thrash1 cache-thrashN glibc-si
 malloc-large mleak10 mleak100"
 
 die() { echo "mbench.sh: $*" >&2; exit 1; }
-while [ $# -gt 0 ]; do
-  [ $# -ge 2 ] || die "$1 needs a value"
-  case "$1" in
-    --mb) MB=$2 ;;
-    --runs) RUNS=$2 ;;
-    --allocators) ALLOCATORS=$2 ;;
-    --tests) TESTS=$2 ;;
-    --procs) PROCS=$2 ;;
-    --build) BUILD=$2 ;;
-    --out) OUT=$2 ;;
-    *) die "unknown option $1 (see the head of $0)" ;;
-  esac
-  shift 2
-done
+. "$HERE/allocs.sh" # find_lib, alloc_env, select_allocators (ENV_OF), parse_options
+parse_options "mb=MB runs=RUNS allocators=ALLOCATORS tests=TESTS procs=PROCS build=BUILD out=OUT" "$@"
 [ -n "$MB" ] || die "--mb DIR (a mimalloc-bench checkout) is required"
 [ -f "$MB/bench/CMakeLists.txt" ] || die "$MB/bench/CMakeLists.txt not found: is $MB a mimalloc-bench checkout?"
 case "$RUNS$PROCS" in *[!0-9]* | "") die "--runs and --procs take a number" ;; esac
 for t in cmake g++ /usr/bin/time; do
   command -v "$t" >/dev/null || die "$t not found (Debian: apt-get install cmake g++ time)"
 done
-. "$HERE/allocs.sh" # find_lib, alloc_env, select_allocators (ENV_OF)
 select_allocators mbench.sh
 case " $ALLOCATORS " in *" glibc "*) ;; *) die "glibc must be among the allocators: the ratios are to it" ;; esac
 

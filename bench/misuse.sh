@@ -34,24 +34,14 @@ MB="" BUILD=${TMPDIR:-/tmp}/ebb-misuse OUT=""
 ALLOCATORS="glibc jemalloc mimalloc tcmalloc ebb"
 
 die() { echo "misuse.sh: $*" >&2; exit 1; }
-while [ $# -gt 0 ]; do
-  [ $# -ge 2 ] || die "$1 needs a value"
-  case "$1" in
-    --mb) MB=$2 ;;
-    --allocators) ALLOCATORS=$2 ;;
-    --build) BUILD=$2 ;;
-    --out) OUT=$2 ;;
-    *) die "unknown option $1 (see the head of $0)" ;;
-  esac
-  shift 2
-done
+. "$HERE/allocs.sh" # find_lib, alloc_env, select_allocators (ENV_OF), parse_options
+parse_options "mb=MB allocators=ALLOCATORS build=BUILD out=OUT" "$@"
 [ -n "$MB" ] || die "--mb DIR (a mimalloc-bench checkout) is required"
 SEC=$MB/bench/security
 [ -f "$SEC/common.h" ] || die "$SEC/common.h not found: is $MB a mimalloc-bench checkout?"
 for t in gcc g++ timeout; do
   command -v "$t" >/dev/null || die "$t not found (Debian: apt-get install gcc g++ coreutils)"
 done
-. "$HERE/allocs.sh" # find_lib, alloc_env, select_allocators (ENV_OF)
 select_allocators misuse.sh
 
 # ------------------------------------------------------------------ build
