@@ -77,11 +77,11 @@ echo "misuse.sh: ${#progs[@]} programs x ${#allocs[@]} allocators into $OUT"
 for p in "${progs[@]}"; do
   for a in "${allocs[@]}"; do
     log=$OUT/raw/$p.$a
-    # (the braces' 2>/dev/null keeps bash's own "Aborted" report off the terminal)
+    # The braces' 2>/dev/null takes bash's own "Aborted" report, so the program's
+    # stderr log holds only what the program (or its allocator) wrote.
     # shellcheck disable=SC2086  # the env words are meant to split
     { (cd "$BUILD" && env "${CLEAN_ENV[@]}" ${ENV_OF[$a]} timeout -s KILL 20 "./$p" >"$log.out" 2>"$log.err" </dev/null); } 2>/dev/null
     rc=$?
-    # the message: the program's first stderr line (bash's report of the signal goes to the braces' /dev/null)
     msg=$(head -1 "$log.err" | tr -d '\r' | tr ',"' ';'"'" | cut -c1-120)
     if [ "$rc" = 0 ] || grep -q NOT_CAUGHT "$log.out"; then
       out="not caught"
