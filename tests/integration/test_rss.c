@@ -137,6 +137,13 @@ Test(rss, cross_thread_frees_return_while_the_threads_stay_alive) {
   rss_handoff("", "handoff 0 stay");
 }
 
+/* The workers stay alive and at work after their frees, each a small
+ * malloc/free loop served by its current page, so neither ever needs a page
+ * nor looks idle: each must take back itself the full pages the other freed
+ * (owner_reclaim_remote). Before, RSS stayed at the whole build for as long
+ * as they worked (found by an independent probe). */
+Test(rss, cross_thread_frees_return_while_the_threads_work) { rss_handoff("", "handoff 0 busy"); }
+
 /* ---------------------------------------------------------------- 4. large blocks and ebb_trim */
 
 /* A freed 64 MiB block stays resident for the decay time (cached for reuse),

@@ -257,8 +257,20 @@ struct worker {
 static struct worker workers[2];
 static pthread_barrier_t handoff_barrier;
 static int handoff_stay;              /* workers stay alive, blocked, after their frees */
+static int handoff_busy;              /* ... or at work: a small malloc/free loop */
+static atomic_int handoff_release;    /* ends that loop */
 static atomic_int handoff_done;       /* workers past their frees */
 static pthread_barrier_t handoff_end; /* releases them */
+
+/* The busy workers' one small block, allocated and freed at every step from
+ * the start: its page stays the class's, so the work after the frees never
+ * needs a page (a malloc that needs one takes back the pages other threads
+ * freed, arena_drain_remote). */
+static void handoff_small(int k) {
+  char *p = malloc(16); /* a size the build never uses */
+  if (p) touch(p, 16, k);
+  free(p);
+}
 
 static void *handoff_main(void *arg) {
   struct worker *w = arg, *other = &workers[1 - w->id];
@@ -272,6 +284,7 @@ static void *handoff_main(void *arg) {
     w->ptrs[w->n] = p;
     w->sizes[w->n++] = sz;
     bytes += sz;
+    if (handoff_busy) handoff_small((int)w->n);
   }
   pthread_barrier_wait(&handoff_barrier);
   if (w->id == 0) w->build_rss = rss();
@@ -283,13 +296,20 @@ static void *handoff_main(void *arg) {
     } else {
       free(other->ptrs[i]);
     }
+    if (handoff_busy) handoff_small((int)i);
   }
   atomic_fetch_add(&handoff_done, 1);
-  if (handoff_stay) pthread_barrier_wait(&handoff_end); /* alive and idle, as a worker pool */
+  if (handoff_busy) /* alive and at work */
+    while (!atomic_load(&handoff_release)) {
+      for (int k = 0; k < 16; k++) handoff_small(k);
+      sleep_ms(1);
+    }
+  else if (handoff_stay)
+    pthread_barrier_wait(&handoff_end); /* alive and idle, as a worker pool */
   return NULL;
 }
 
-static int mode_handoff(int activity, int stay) {
+static int mode_handoff(int activity, int stay, int busy) {
   size_t nkept_max = HANDOFF_MAX / KEEP_EVERY + 1;
   for (int i = 0; i < 2; i++) {
     workers[i] = (struct worker){.id = i};
@@ -299,7 +319,9 @@ static int mode_handoff(int activity, int stay) {
   }
   pthread_barrier_init(&handoff_barrier, NULL, 2);
   pthread_barrier_init(&handoff_end, NULL, 3);
+  stay = stay || busy;
   handoff_stay = stay;
+  handoff_busy = busy;
   int ebb = on_ebb();
   size_t base = rss();
   pthread_t t[2];
@@ -350,7 +372,10 @@ static int mode_handoff(int activity, int stay) {
          mib(bound), mib(base), smib(workers[0].build_rss, base), smib(at_exit, base), smib(r, base),
          reached, (unsigned long long)(t1 - t0), mib(st.dirty), mib(st.active), mib(st.mapped), threads(),
          deadline);
-  if (stay) {
+  if (busy) {
+    atomic_store(&handoff_release, 1);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  } else if (stay) {
     pthread_barrier_wait(&handoff_end);
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
   }
@@ -796,7 +821,8 @@ int main(int argc, char **argv) {
   find_ebb();
   if (argc >= 2 && strcmp(argv[1], "churn") == 0) return mode_churn(argc >= 3 ? (unsigned)atoi(argv[2]) : 0);
   if (argc >= 2 && strcmp(argv[1], "handoff") == 0)
-    return mode_handoff(argc >= 3 && atoi(argv[2]), argc >= 4 && strcmp(argv[3], "stay") == 0);
+    return mode_handoff(argc >= 3 && atoi(argv[2]), argc >= 4 && strcmp(argv[3], "stay") == 0,
+                        argc >= 4 && strcmp(argv[3], "busy") == 0);
   if (argc >= 2 && strcmp(argv[1], "large") == 0) return mode_large();
   if (argc >= 2 && strcmp(argv[1], "fork") == 0) return mode_fork();
   if (argc >= 2 && strcmp(argv[1], "small") == 0) return mode_small();
@@ -806,7 +832,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "calloc") == 0) return mode_calloc(argc >= 3 && strcmp(argv[2], "locked") == 0);
   if (argc >= 2 && strcmp(argv[1], "rebuild") == 0) return mode_rebuild();
   fprintf(stderr,
-          "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay] | large | fork | small | idle_owner | idle_self | "
+          "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay|busy] | large | fork | small | idle_owner | idle_self | "
           "idle_late | calloc [locked] | rebuild\n");
   return 2;
 }
