@@ -428,7 +428,11 @@ static void *realloc_in(arena_t *a, void *p, size_t size, bool first_class) {
     return NULL;
   }
   size_t old = usable_of(o);
-  if (o.chunk && size <= old && size >= old / 2) return p;
+  /* Also a block of its own mapping no larger than a class's (aligned beyond
+   * 1 MiB): it moved to a class block on every realloc, and lost its
+   * alignment (found by a probe: realloc(p, malloc_usable_size(p)) of
+   * aligned_alloc(2 MiB, 1 MiB) copied 1 MiB). */
+  if ((o.chunk || old <= CLASS_MAX_SIZE) && size <= old && size >= old / 2) return p;
   uint64_t now;
   /* memcheck forgets the block before the kernel moves its pages: after the
    * mremap another thread may map the old range and register a block there,
@@ -437,7 +441,17 @@ static void *realloc_in(arena_t *a, void *p, size_t size, bool first_class) {
    * blocks). A refused resize registers it again, its bytes all defined. */
   bool resizable = !o.chunk && size > CLASS_MAX_SIZE && size <= MAX_REQUEST;
   if (resizable) track_free(p);
-  if (resizable && huge_resize(o.huge, size, opt.decay_ms != 0, now = os_now_ms())) {
+  bool resized = resizable && huge_resize(o.huge, size, opt.decay_ms != 0, now = os_now_ms());
+  /* A growth the kernel refused (an address-space limit): what ebb holds
+   * itself goes back first and the resize is tried once more, as for any
+   * allocation (huge_alloc_z). Without this only the copy's fresh mapping was
+   * tried again after the purge, old and new size at once, and failed where
+   * growing in place now fit (found by a probe: realloc(40 MiB -> 56 MiB)
+   * under RLIMIT_AS with a 40 MiB block in the large-block cache gave NULL,
+   * and the same call again succeeded in place). */
+  if (resizable && !resized && size > old && arena_purge_all(true))
+    resized = huge_resize(o.huge, size, opt.decay_ms != 0, now = os_now_ms());
+  if (resized) {
     huge_t *h = o.huge;
     arena_t *to = first_class ? a : NULL;
     if (h->user != p && h->arena != to) { /* moved: into the arena asked for, as a small block's copy goes */

@@ -161,3 +161,21 @@ Test(align, realloc_aligned_block) {
     free(p);
   }
 }
+
+/* A block stays where it is while a realloc's new size fits and is at least
+ * half its usable size (docs/api.md), whatever its alignment: a block aligned
+ * beyond 1 MiB has a mapping of its own, and moved into a class block (a copy,
+ * and its alignment lost) on every such realloc (found by a probe). */
+Test(align, realloc_that_fits_stays_in_place) {
+  for (size_t al = 64 * KiB; al <= 64 * MiB; al *= 4) {
+    unsigned char *p = aligned_alloc(al, 1 * MiB);
+    cr_assert(p && is_aligned(p, al), "aligned_alloc(%zu, 1 MiB)", al);
+    size_t usable = malloc_usable_size(p);
+    pattern_fill(p, usable, 7);
+    cr_assert_eq(realloc(p, usable), p, "realloc(p, its usable size %zu) of a %zu-aligned block moved it", usable, al);
+    cr_assert_eq(realloc(p, usable / 2 + 1), p, "realloc to just over half of %zu of a %zu-aligned block moved it",
+                 usable, al);
+    cr_assert_eq(pattern_check(p, usable / 2 + 1, 7), SIZE_MAX, "a %zu-aligned block's bytes changed in place", al);
+    free(p);
+  }
+}

@@ -28,7 +28,7 @@ static void as_limit(const char *mode) {
   cr_log_info("as_limit %s: %s", mode, lim_out.out);
   cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 2, "as_limit %s could not set up: %s\nstdout: %s\nstderr: %s",
             mode, describe_status(st), lim_out.out, lim_out.err);
-  cr_assert(WEXITSTATUS(st) == 0, "as_limit %s: a small malloc failed with freed memory in ebb's hands\n%s%s",
+  cr_assert(WEXITSTATUS(st) == 0, "as_limit %s: an allocation failed with freed memory in ebb's hands\n%s%s",
             mode, lim_out.out, lim_out.err);
 }
 
@@ -46,6 +46,11 @@ Test(limits, an_exited_threads_arena_gives_way) { as_limit("thread"); }
  * 17 MiB: aligned mappings are tried at their exact size first (they needed
  * 8 and 20 MiB, found by a probe). */
 Test(limits, aligned_mappings_need_no_more_than_their_size) { as_limit("exact"); }
+
+/* A large block grows in place under a limit that leaves room for the
+ * growth once the large-block cache has given its block back (the growth
+ * failed with ENOMEM and succeeded when called again; as_limit.c says how). */
+Test(limits, a_large_realloc_gets_the_cache_back_before_failing) { as_limit("realloc"); }
 
 /* At vm.max_map_count, munmap of the middle of a mapping fails: a freed large
  * block's pages must go back all the same (they stayed resident for the

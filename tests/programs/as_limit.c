@@ -4,7 +4,8 @@
  * `ulimit -v`, malloc(1000) failed while 248 MiB of freed 8 MiB blocks sat in
  * the large-block cache.
  *
- * Usage: as_limit large|thread|exact. exact: see exact() below. The others
+ * Usage: as_limit large|thread|exact|realloc. exact and realloc: see exact()
+ * and grow_in_place() below. The others
  * limit the address space to what the process has now plus 320 MiB, then
  *   large:  mallocs 8 MiB blocks until one fails, frees them all, and mallocs
  *           20000 blocks of 1000 B;
@@ -17,7 +18,9 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,12 +97,50 @@ static int exact(void) {
   return !p || !big;
 }
 
+/* A 40 MiB block with free address space right after it grows by 16 MiB
+ * under a limit that leaves room for the growth but not for a freed 40 MiB
+ * block the large-block cache holds as well: the realloc must give the cache
+ * back and grow in place, not fail (found by a probe: the failed growth purged
+ * the cache but only a fresh mapping of the new size, with the old block still
+ * mapped, was tried again; the same realloc called again then succeeded).
+ * The room after the block: an 80 MiB block mapped before it (the kernel maps
+ * top-down, so above it), freed and trimmed, then the cached block, which the
+ * kernel puts at the top of that hole. Exits 2 if the layout is not so. */
+static int grow_in_place(void) {
+  const size_t S = (size_t)40 << 20, C = (size_t)40 << 20, G = (size_t)16 << 20;
+  free(malloc(64)); /* the main thread's arena, before anything is measured */
+  char *h = malloc((size_t)80 << 20);
+  char *x = malloc(S);
+  if (!h || !x) return 2;
+  memset(x, 0x5a, S);
+  free(h);
+  malloc_trim(0); /* unmapped now: a hole above x */
+  char *y = malloc(C);
+  if (!y) return 2;
+  memset(y, 1, 4096);
+  free(y); /* into the large-block cache, still mapped */
+  int room = y >= x + S + G || y + C <= x;
+  printf("x=%p y=%p room_after_x=%d ", (void *)x, (void *)y, room);
+  if (!room) return printf("\n"), 2;
+  struct rlimit rl = {.rlim_cur = vm_size() - C + G + ((size_t)8 << 20), .rlim_max = RLIM_INFINITY};
+  if (setrlimit(RLIMIT_AS, &rl) != 0) return perror("setrlimit"), 2;
+  errno = 0;
+  char *q = realloc(x, S + G);
+  printf("grown=%d errno=%d in_place=%d ", q != NULL, errno, q == x);
+  if (!q) return printf("\n"), 1;
+  size_t bad = 0;
+  for (size_t o = 0; o < S; o += 4096) bad += q[o] != 0x5a;
+  printf("bytes_changed=%zu\n", bad);
+  return bad != 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) return 2;
   arena_create = (ebb_arena_t * (*)(void)) dlsym(RTLD_DEFAULT, "ebb_arena_create");
   arena_malloc = (void *(*)(ebb_arena_t *, size_t))dlsym(RTLD_DEFAULT, "ebb_arena_malloc");
   if (!arena_create || !arena_malloc) return printf("ebb=0\n"), 2;
   if (strcmp(argv[1], "exact") == 0) return exact();
+  if (strcmp(argv[1], "realloc") == 0) return grow_in_place();
   free(malloc(1)); /* the main thread's arena, before the limit */
   struct rlimit rl = {.rlim_cur = vm_size() + HEADROOM, .rlim_max = RLIM_INFINITY};
   if (setrlimit(RLIMIT_AS, &rl) != 0) return perror("setrlimit"), 2;
