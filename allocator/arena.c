@@ -1437,7 +1437,10 @@ static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pag
       if (!force && !spin_trylock(&a->lock)) continue;
       if (force) spin_lock(&a->lock);
       uint64_t active = relaxed_load(a->now); /* the owner's last tick or page retired */
-      bool idle = force || now - active >= (uint64_t)opt.decay_ms;
+      /* decay_expired: the owner's clock may be ahead of `now`, read before
+       * this pass began, and the difference must not wrap (found by a probe,
+       * from the code: a working owner looked idle for a moment) */
+      bool idle = force || decay_expired(active, now, (uint64_t)opt.decay_ms);
       if (st == ARENA_OWNED && idle && atomic_load_explicit(&a->remote_pages, memory_order_relaxed))
         bytes += arena_reclaim_locked(a, force ? now : active); /* idle since then: decayed already */
       /* its queue pages once per idle spell (a->reclaimed_at: the tick it
@@ -1564,6 +1567,13 @@ arena_t *arena_new(int state) {
   arena_reset(a);
   a->check = (uintptr_t)a ^ page_key;
   atomic_store(&a->state, state);
+  /* Made by the forking thread between fork_prepare and the fork's end (a
+   * fork handler registered before ebb's, the thread's first allocation): it
+   * is held like every other arena, so no other thread (the background
+   * thread's pass) takes its lock in that window, and the parent's and
+   * child's unlock of every arena releases a lock this thread holds (found by
+   * a probe, from the code). Its own lock calls are no-ops meanwhile. */
+  if (spin_fork_holder) atomic_store_explicit(&a->lock.held, 1, memory_order_relaxed);
   spin_lock(&arenas_new_lock);
   arena_t *head = atomic_load(&arenas_all);
   do a->all_next = head;
@@ -1609,7 +1619,10 @@ void arena_lock_all(void) {
 void arena_unlock_all(void) {
   huge_unlock_all();
   chunk_pool_unlock();
-  for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) spin_unlock(&a->lock);
+  for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) {
+    ebb_assert(atomic_load_explicit(&a->lock.held, memory_order_relaxed)); /* taken by arena_lock_all or arena_new */
+    spin_unlock(&a->lock);
+  }
   spin_unlock(&arenas_new_lock);
 }
 

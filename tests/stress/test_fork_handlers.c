@@ -180,10 +180,17 @@ static void fh_child_guard(void) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
 }
 
+/* Set by the test of a new arena made in a handler (below). */
+static atomic_int fh_new_arena;
+
 static void fh_b_prepare(void) {
   if (!atomic_load(&fh_active)) return;
   fh_note(PH_PREPARE, 'B');
   fh_allocate(1);
+  if (atomic_load(&fh_new_arena)) { /* kept: a destroyed arena would be reused, not made anew */
+    ebb_arena_t *a = ebb_arena_create();
+    if (!a || !ebb_arena_malloc(a, 5000)) stress_die("fork handler: ebb_arena_create or its malloc failed");
+  }
 }
 static void fh_b_parent(void) {
   if (!atomic_load(&fh_active)) return;
@@ -345,4 +352,41 @@ Test(fork_handlers, allocating_handlers_before_and_after_ebbs_threads, .timeout 
 
 Test(fork_handlers, allocating_handlers_before_and_after_ebbs_single_thread, .timeout = 30) {
   fh_run(0, (int)stress_n(FH_FORKS));
+}
+
+/* An arena made in a fork handler registered before ebb's (a first-class
+ * one, and the arena of a thread whose first allocation is there) is made
+ * while ebb's prepare holds every arena lock, and must be held like them: the
+ * debug build asserts, as the fork ends, that every lock it releases is held.
+ * Each fork comes from a new thread that has not allocated, while other
+ * threads allocate. */
+static void *fh_fresh_fork(void *arg) {
+  (void)arg;
+  pid_t pid = fork(); /* this thread's first allocation: in the handlers */
+  if (pid == 0) fh_child(1, NULL, 0, "", "");
+  return (void *)(intptr_t)(pid < 0 ? -1 : fh_wait(pid));
+}
+
+Test(fork_handlers, arenas_made_in_a_handler, .timeout = 30) {
+  fh_register_after();
+  fh_check_registration();
+  pthread_t t[FH_BUSY];
+  atomic_store(&fh_active, 1);
+  atomic_store(&fh_new_arena, 1);
+  atomic_store(&fh_stop, 0);
+  for (int i = 0; i < FH_BUSY; i++) cr_assert_eq(pthread_create(&t[i], NULL, fh_busy, (void *)(uintptr_t)i), 0);
+  for (int iter = 0; iter < 20; iter++) {
+    pthread_t f;
+    void *rv;
+    cr_assert_eq(pthread_create(&f, NULL, fh_fresh_fork, NULL), 0);
+    cr_assert_eq(pthread_join(f, &rv), 0);
+    int status = (int)(intptr_t)rv;
+    cr_assert_neq(status, -1, "fork %d: fork failed, or the child did not exit within %d s", iter, FH_CHILD_WAIT);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fork %d: the child ended with status %#x", iter,
+              status);
+  }
+  atomic_store(&fh_stop, 1);
+  for (int i = 0; i < FH_BUSY; i++) pthread_join(t[i], NULL);
+  atomic_store(&fh_new_arena, 0);
+  atomic_store(&fh_active, 0);
 }
