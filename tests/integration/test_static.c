@@ -118,6 +118,26 @@ Test(static_link, background_thread_needs_the_wrap_flag) {
             r.out, r.err);
 }
 
+/* Fully static with --wrap: the program's own pthread_create calls are
+ * ebb's, so nothing pulls libc.a's pthread_create in unless the link asks with
+ * -Wl,-u,__pthread_create_2_1 (docs/api.md). With it, threads and the
+ * background thread start; without it, pthread_create fails and ebb's message
+ * names the flag (found by a probe: the docs gave the flag only for programs
+ * that create no thread). */
+#define WRAP_FLAGS "-Wl,--wrap=pthread_create -Wl,--defsym=__wrap_pthread_create=ebb_pthread_create"
+Test(static_link, fully_static_with_the_wrap_flag) {
+  build("static_wrap.c", "static_wrap_full", FULL_STATIC "-O1 -Wall " WRAP_FLAGS " -Wl,-u,__pthread_create_2_1");
+  cr_assert_eq(has_interp(tmp_path("static_wrap_full")), 0, "-static produced a dynamic executable");
+  int st = run_cmd(&r, "env -u EBB_BACKGROUND '%s/static_wrap_full' 3", tmp_dir());
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "-static, --wrap and -u: %s\n%s%s", describe_status(st), r.out,
+            r.err);
+  build("static_wrap.c", "static_wrap_full_no_u", FULL_STATIC "-O1 -Wall " WRAP_FLAGS);
+  st = run_cmd(&r, "env -u EBB_BACKGROUND '%s/static_wrap_full_no_u' 3", tmp_dir());
+  cr_assert(strstr(r.err, "ebb: pthread_create(): ") && strstr(r.err, "-Wl,-u,__pthread_create_2_1"),
+            "-static and --wrap without -u: no message naming the flag (%s)\n%s%s", describe_status(st), r.out,
+            r.err);
+}
+
 /* ebb's exit key past the first 32 keys: each thread's first setspecific of
  * it allocates glibc's second-level block, and nothing of it may stay behind. */
 Test(static_link, threads_leave_nothing_when_ebbs_key_is_past_the_first_32) {
