@@ -229,6 +229,7 @@ static void page_uncolor(page_t *pg);
 /* Full pages that received remote frees come back to their queues. */
 static void arena_drain_remote(arena_t *a) {
   if (!atomic_load_explicit(&a->remote_pages, memory_order_relaxed)) return;
+  a->remote_seen = 0; /* what waits from now on is timed afresh (owner_reclaim_remote) */
   page_t *pg = atomic_exchange_explicit(&a->remote_pages, NULL, memory_order_acquire);
   while (pg) {
     page_t *next = pg->remote_next;
@@ -1207,7 +1208,9 @@ static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool 
 static size_t arena_reclaim_locked(arena_t *a, uint64_t since);
 
 /* The owner's own pass over its remote_pages: once the stack has been
- * non-empty for the decay time, what a taker would do for an idle owner
+ * non-empty for the decay time, with no malloc of the owner's draining it
+ * meanwhile (a thread that needs pages, a server's, drains it often and never
+ * gets here), what a taker would do for an idle owner
  * (arena_reclaim_locked): pages other threads freed entirely go back to
  * their chunk, dirty from now, and the wholly free granules of the rest are
  * purged; they stay on the stack, looked at again after another decay time.

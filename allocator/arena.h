@@ -72,7 +72,8 @@ typedef struct arena {
   page_t *last_span[NCLASSES];    /* where each class's last retired page was: taken again first */
   _Atomic(page_t *) remote_pages; /* full pages that got a remote free */
   /* Whether the owner's last decay pass found remote_pages non-empty, and
-   * since when it has found it so (arena.c, owner_reclaim_remote). */
+   * since when it has found it so without a drain (arena.c,
+   * owner_reclaim_remote). */
   uint8_t remote_seen;
   uint64_t remote_since;
   /* The one-block page (page_is_one_block) its owner freed last, kept, its
