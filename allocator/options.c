@@ -20,7 +20,10 @@ static bool is_stats_file(int fd) {
 }
 
 int options_stats_out(void) {
-  if (!stats_id_known) return stats_fd; /* stderr was not open at start-up: nothing to compare */
+  /* stderr was not open at start-up: nowhere, since fd 2 may be a file the
+   * program opened since (found by a probe: run with 2>&-, a program's first
+   * open took fd 2 and got the stats appended to its data) */
+  if (!stats_id_known) return -1;
   if (is_stats_file(stats_fd)) return stats_fd;
   return is_stats_file(2) ? 2 : -1;
 }

@@ -188,6 +188,26 @@ Test(stats_env, stats_stay_out_of_the_programs_files) {
   unlink(bin);
 }
 
+/* The same program started with stderr closed (2>&-): its data file is then
+ * fd 2, and the stats go nowhere (they were appended to the data). */
+Test(stats_env, stats_stay_out_of_the_programs_files_when_stderr_was_closed) {
+  const char *bin = build("daemon", daemon_src, "");
+  char data[4096];
+  snprintf(data, sizeof data, "%s/stats-daemon-closed-%d.data", tmp_dir(), (int)getpid());
+  int st = run_cmd(&r, CLEAN "EBB_STATS=1 " PRELOAD "'%s' '%s' 2>&-", repo_root(), bin, data);
+  assert_ran(st, "EBB_STATS=1 daemon 2>&-");
+  cr_assert_not_null(strstr(r.out, "data=2"), "with stderr closed, the data file is fd 2: %s", r.out);
+  FILE *f = fopen(data, "r");
+  cr_assert_not_null(f);
+  char got[4096] = "";
+  size_t n = fread(got, 1, sizeof got - 1, f);
+  fclose(f);
+  got[n] = 0;
+  cr_assert_str_eq(got, "data\n", "the data file holds:\n%s", got);
+  unlink(data);
+  unlink(bin);
+}
+
 Test(stats_env, a_large_first_allocation_before_ebbs_constructor) {
   char lib[4096];
   snprintf(lib, sizeof lib, "'%s/build/libebb.a' -pthread", repo_root());
