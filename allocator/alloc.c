@@ -597,15 +597,16 @@ static arena_t *arena_arg(ebb_arena_t *h, const char *func) {
 }
 
 /* The same pop as ebb_malloc's fast path, from the arena's own pages, once
- * the handle passes arena_arg's tests but the alignment (which only keeps
- * the reads below inside a page). Without them a handle to other memory went
+ * the handle passes arena_arg's tests, the alignment first: it keeps the
+ * reads inside the handle's page (found by a probe: a handle 16 bytes before
+ * an unmapped page faulted here where the other calls named it). Without them a handle to other memory went
  * straight to the pop: a zeroed block faulted, and memory whose words pointed
  * into itself was "allocated" and written (found by a probe); and a stale
  * handle to an arena that a new thread had taken popped from that thread's
  * pages. A handle to unmapped memory still faults, as in arena_arg. */
 EBB_EXPORT void *ebb_arena_malloc(ebb_arena_t *h, size_t size) {
   arena_t *a = (arena_t *)h;
-  if (likely(size <= 1024 && a && arena_is_live_first_class(a))) {
+  if (likely(size <= 1024 && a && ((uintptr_t)a & (OS_PAGE - 1)) == 0 && arena_is_live_first_class(a))) {
     void *p = arena_pop_page(a, class_small[(size + 15) >> 4]); /* first-class: no cache; NULL, a failed ebb_arena_create's, is named below */
     if (likely(p != NULL)) return p;
   }

@@ -452,10 +452,10 @@ static void m_arena_malloc_not_an_arena(volatile uintptr_t *e) {
     h = aligned_alloc(4096, 8192);
     if (!h) child_exit(SETUP_FAILED, "aligned_alloc(4096, 8192) failed");
     memset(h, 0, 8192);
-  } else if (form == 2) { /* one page, nothing readable after it: what a handle's check reads lies inside */
+  } else if (form == 2 || form == 3) { /* one page, nothing readable after it: what a handle's check reads lies inside */
     char *m = mmap(NULL, 2 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED || mprotect(m + 4096, 4096, PROT_NONE) != 0) child_exit(SETUP_FAILED, "mmap/mprotect failed");
-    h = m;
+    h = form == 2 ? m : m + 4096 - 16; /* 3: its last 16 bytes, not page-aligned (this faulted; found by a probe) */
   } else {
     for (size_t i = 0; i < ARRAY_LEN(self); i++) self[i] = (uintptr_t)&self[i ^ 1];
     h = self;
@@ -590,7 +590,7 @@ static const struct row rows[] = {
      FORMS("ebb_arena_destroy(malloc(64))", "ebb_arena_destroy(a page of static data)")},
     {"arena_malloc_not_an_arena", m_arena_malloc_not_an_arena, "ebb_arena_malloc", "invalid arena", false,
      FORMS("ebb_arena_malloc(a zeroed 8 KiB block, 64)", "ebb_arena_malloc(a static page whose words point into it, 64)",
-           "ebb_arena_malloc(a lone mmap'd page, 64)")},
+           "ebb_arena_malloc(a lone mmap'd page, 64)", "ebb_arena_malloc(the last 16 bytes of a lone mmap'd page, 64)")},
     {"double_large", m_double_large, FREE_INVALID, true, FORMS("64 MiB freed twice")},
     {"stale_reused", m_stale_reused, NULL, NULL, true, FORMS("free(p) after q = malloc(64) reused p")},
     {"usable_size_freed", m_usable_size_freed, "malloc_usable_size", "double free", false,
