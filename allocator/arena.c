@@ -109,7 +109,7 @@ static void page_unmark_full(arena_t *a, page_t *pg) {
   queue_push_back(a, pg);
 }
 
-static void page_retire_locked(arena_t *a, page_t *pg, uint64_t since);
+static size_t page_retire_locked(arena_t *a, page_t *pg, uint64_t since);
 
 /* The one-block page a thread's own free just emptied (a->one_spare): kept,
  * its block free on its list, for the next malloc of a one-block class, in
@@ -670,30 +670,34 @@ static void page_give_back_locked(arena_t *a, page_t *pg, uint64_t since) {
   dirty_add(a, (ptrdiff_t)span);
 }
 
-/* An empty page off every list back to its chunk. Caller holds a->lock. */
-static void page_retire_locked(arena_t *a, page_t *pg, uint64_t since) {
+/* An empty page off every list back to its chunk. Caller holds a->lock.
+ * Returns the bytes purged on the way (EBB_DECAY_MS=0, or over the cap), so
+ * that a pass (ebb_trim's) counts them (found by a probe: at EBB_DECAY_MS=0,
+ * ebb_trim() said 61,440 bytes where 20 MB went back). */
+static size_t page_retire_locked(arena_t *a, page_t *pg, uint64_t since) {
   ebb_assert(pg->used == 0 && !pg->remote_pending && !pg->full);
   uint64_t now = os_now_ms();
   relaxed_store(a->now, now);
   page_give_back_locked(a, pg, since ? since : now);
   arena_note_peaks(now);
   if (opt.decay_ms == 0) {
-    purge_oldest_locked(a, SIZE_MAX);
+    return purge_oldest_locked(a, SIZE_MAX);
   } else {
     /* An eighth of the cap below it, not just below it (decay_cap_batch): a
      * teardown far beyond the cap then purges in batches, each one scan of the
      * chunks and a few long madvise calls, instead of one of each per page
      * (bench/heap 1G: the scans were 12 % of the run; free 120 -> 43 ns). */
     size_t excess = cap_excess_outside_arenas(); /* 0 when under the cap */
-    if (excess) purge_oldest_locked(a, excess + decay_cap_batch(opt.dirty_max, dirty_limit()));
+    return excess ? purge_oldest_locked(a, excess + decay_cap_batch(opt.dirty_max, dirty_limit())) : 0;
   }
 }
 
-static void arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
+static size_t arena_page_retire(arena_t *a, page_t *pg, uint64_t since) {
   queue_remove(a, pg);
   spin_lock(&a->lock);
-  page_retire_locked(a, pg, since);
+  size_t bytes = page_retire_locked(a, pg, since);
   spin_unlock(&a->lock);
+  return bytes;
 }
 
 /* ------------------------------------------------------------ malloc / free slow paths */
@@ -1182,14 +1186,13 @@ static size_t decay_page(arena_t *a, page_t *pg, uint64_t now, bool force, bool 
   ebb_assert_expensive(pg->cls < NCLASSES && !pg->full && page_is_valid(pg)); /* bounded: the pass is */
   bool is_direct = a->tc[pg->cls].direct == pg;
   if (is_direct && !owner_idle && !force) {
-    if (direct_page_disused(pg, now, collected)) arena_page_retire(a, pg, pg->empty_since);
-    return 0; /* in use: its free granules are left to the idle-owner pass, as before */
+    /* in use: its free granules are left to the idle-owner pass, as before */
+    return direct_page_disused(pg, now, collected) ? arena_page_retire(a, pg, pg->empty_since) : 0;
   }
   bool idle =
       force || (decay_page_idle(pg->touched, now, (uint64_t)opt.decay_ms) && (!is_direct || owner_idle));
   if (pg->used == 0 && !pg->remote_pending && (!is_direct || idle)) {
-    arena_page_retire(a, pg, idle && !force ? pg->touched : 0);
-    return 0;
+    return arena_page_retire(a, pg, idle && !force ? pg->touched : 0);
   }
   if (!idle) return 0;
   if (!force) { /* look at most once per interval; purge only a page whose count held still */

@@ -815,6 +815,35 @@ static int mode_calloc(bool locked) {
   return 0;
 }
 
+/* ---------------------------------------------------------------- trim_count */
+
+/* 20,000 blocks of 1000 B, freed by another thread, then one ebb_trim: what
+ * it returns against what the stats say went back meanwhile (run with
+ * EBB_BACKGROUND=0, so nothing else purges). */
+static void *trim_count_freer(void *arg) {
+  void **ps = arg;
+  for (int i = 0; i < 20000; i++) free(ps[i]);
+  return NULL;
+}
+
+static int mode_trim_count(void) {
+  if (!on_ebb()) return printf("ebb=0\n"), 2;
+  void **ps = xmap(20000 * sizeof(void *));
+  for (int i = 0; i < 20000; i++) {
+    ps[i] = malloc(1000);
+    if (!ps[i]) return printf("error: malloc\n"), 2;
+    touch(ps[i], 1000, i);
+  }
+  pthread_t t;
+  if (pthread_create(&t, NULL, trim_count_freer, ps) || pthread_join(t, NULL)) return printf("error: thread\n"), 2;
+  struct ebb_stats before = stats();
+  size_t trimmed = trim_fn();
+  struct ebb_stats after = stats();
+  printf("ebb=1 trimmed=%zu purged=%zu dirty_after=%zu\n", trimmed, (size_t)(after.purged - before.purged),
+         (size_t)after.dirty);
+  return 0;
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -824,6 +853,7 @@ int main(int argc, char **argv) {
     return mode_handoff(argc >= 3 && atoi(argv[2]), argc >= 4 && strcmp(argv[3], "stay") == 0,
                         argc >= 4 && strcmp(argv[3], "busy") == 0);
   if (argc >= 2 && strcmp(argv[1], "large") == 0) return mode_large();
+  if (argc >= 2 && strcmp(argv[1], "trim_count") == 0) return mode_trim_count();
   if (argc >= 2 && strcmp(argv[1], "fork") == 0) return mode_fork();
   if (argc >= 2 && strcmp(argv[1], "small") == 0) return mode_small();
   if (argc >= 2 && strcmp(argv[1], "idle_owner") == 0) return mode_idle_owner();
@@ -832,7 +862,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "calloc") == 0) return mode_calloc(argc >= 3 && strcmp(argv[2], "locked") == 0);
   if (argc >= 2 && strcmp(argv[1], "rebuild") == 0) return mode_rebuild();
   fprintf(stderr,
-          "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay|busy] | large | fork | small | idle_owner | idle_self | "
+          "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay|busy] | large | trim_count | fork | small | idle_owner | idle_self | "
           "idle_late | calloc [locked] | rebuild\n");
   return 2;
 }
