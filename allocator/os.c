@@ -1,6 +1,7 @@
 /* os.c — owns every system call and every libc call the allocator makes (see os.h).
  * May call: the kernel through libc's thin syscall wrappers (mmap, munmap,
- * madvise, mremap, clock_gettime, nanosleep, sched_yield, getauxval, getpid;
+ * madvise, mremap, clock_gettime, nanosleep, sched_yield, getauxval, getpid,
+ * pthread_sigmask and sigpending around its writes;
  * fcntl, fstat and getrlimit for the stats descriptor) and through syscall()
  * (write, and openat/read/close for /proc/self/statm and, in the background
  * thread, /proc/self/stat: never a cancellation point), and, from the
@@ -252,14 +253,34 @@ const char *os_getenv(const char *name) {
  * other thread. glibc's syscall() is no cancellation point. */
 static ssize_t raw_write(int fd, const void *s, size_t n) { return syscall(SYS_write, fd, s, n); }
 
+/* With SIGPIPE blocked in this thread, and the one a write to a pipe with no
+ * reader raised taken back off it (unless one was pending already): ebb's
+ * lines never end the program or run its handler (found by a probe: under
+ * EBB_STATS=1, a program whose stderr was a pipe its reader had closed, as in
+ * `prog 2>&1 | head -1`, died of SIGPIPE at exit instead of exiting 0). The
+ * wait for it is a raw system call: sigtimedwait is a cancellation point. */
 void os_write(int fd, const char *s, size_t n) {
   int saved = errno;
+  sigset_t pipe_only, old, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  bool masked = pthread_sigmask(SIG_BLOCK, &pipe_only, &old) == 0;
+  bool was_pending = masked && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+  bool broke = false;
   while (n > 0) {
     ssize_t w = raw_write(fd, s, n);
     if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EPIPE) broke = true;
     if (w <= 0) break;
     s += w;
     n -= (size_t)w;
+  }
+  if (masked) {
+    if (broke && !was_pending) {
+      struct timespec none = {0, 0};
+      syscall(SYS_rt_sigtimedwait, &pipe_only, NULL, &none, (size_t)(_NSIG / 8));
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
   }
   errno = saved;
 }

@@ -208,6 +208,33 @@ Test(stats_env, stats_stay_out_of_the_programs_files_when_stderr_was_closed) {
   unlink(bin);
 }
 
+/* Stats at exit into a pipe whose reader has gone (`prog 2>&1 | head -1`
+ * once head has quit): the program still exits 0, not by SIGPIPE (found by a
+ * probe), and a warning at start-up into such a pipe does not end it either.
+ * The subshell starts the program once `true`, the pipe's only reader, has
+ * exited, and leaves its status in a file. */
+Test(stats_env, stats_into_a_broken_pipe_leave_the_exit_status_alone) {
+  const char *bin = build("pipe", big_src, "");
+  char status[4096];
+  snprintf(status, sizeof status, "%s/stats-pipe-%d.status", tmp_dir(), (int)getpid());
+  const char *envs[] = {"EBB_STATS=1", "EBB_STATS=json", "EBB_STATS=2 EBB_DECAY_MS=soon"};
+  for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+    unlink(status);
+    int st = run_cmd(&r, "( sleep 0.3; " CLEAN "%s " PRELOAD "'%s'; echo $? > '%s' ) 2>&1 >/dev/null | true; sleep 0.5",
+                     envs[i], repo_root(), bin, status);
+    cr_assert_eq(st, 0, "the pipeline: %s", describe_status(st));
+    FILE *f = fopen(status, "r");
+    cr_assert_not_null(f, "%s: the program left no status", envs[i]);
+    int code = -1;
+    cr_assert_eq(fscanf(f, "%d", &code), 1);
+    fclose(f);
+    cr_assert_eq(code, 0, "%s, stderr a pipe with no reader: the program exited with %d (141: SIGPIPE)", envs[i],
+                 code);
+  }
+  unlink(status);
+  unlink(bin);
+}
+
 Test(stats_env, a_large_first_allocation_before_ebbs_constructor) {
   char lib[4096];
   snprintf(lib, sizeof lib, "'%s/build/libebb.a' -pthread", repo_root());
