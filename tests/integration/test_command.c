@@ -190,7 +190,10 @@ Test(command, run_settings_as_ebb_reports_them) {
  * uses (found by a probe: `--dirty-max auto`, the default, was refused). */
 Test(command, run_passes_every_dirty_max_form_the_library_takes) {
   const char *p = probe();
-  static const char *const ok[] = {"auto", "auto+64M", "0", "0%", "1000%", "512K", "2G", "1073741823G"};
+  /* and plain byte counts of 16 to 19 digits up to the library's 2^61 - 1
+   * (found by a probe: more than 15 digits were refused) */
+  static const char *const ok[] = {"auto", "auto+64M", "0", "0%", "1000%", "512K", "2G", "1073741823G",
+                                   "1000000000000001", "2305843009213693951"};
   for (size_t i = 0; i < ARRAY_LEN(ok); i++) {
     int st = run_cmd(&r, "env -u LD_PRELOAD EBB_VERBOSE=1 build/ebb run --dirty-max %s -- '%s' 0 0", ok[i], p);
     cr_expect(exited_with(st, 0), "ebb run --dirty-max %s: %s; stderr:\n%s", ok[i], describe_status(st), r.err);
@@ -291,6 +294,7 @@ Test(command, errors_are_one_line_and_exit_2) {
       {"run --dirty-max 1001% -- true", "--dirty-max wants a size"},
       /* the library's limit (found by a probe: ebb run passed it, ebb warned and kept its default) */
       {"run --dirty-max 3000000000G -- true", "--dirty-max wants a size"},
+      {"run --dirty-max 2305843009213693952 -- true", "--dirty-max wants a size"},
       {"run --dirty-max auto+5% -- true", "--dirty-max wants a size"},
       {"run --dirty-max autox -- true", "--dirty-max wants a size"},
       {"run --decay '' -- true", "--decay needs a value"}, /* an empty value is no value */
