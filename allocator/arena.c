@@ -1767,13 +1767,19 @@ void arena_class_stats(class_stat_t out[NCLASSES]) {
           unsigned cls = relaxed_load(c->pages[i].cls);
           if (cls >= NCLASSES) continue;
           out[cls].pages++;
-          out[cls].blocks += relaxed_load(c->pages[i].used);
+          uint32_t used = relaxed_load(c->pages[i].used);
+          out[cls].blocks += used;
+          out[cls].live_bytes += (uint64_t)used * relaxed_load(c->pages[i].block_size);
           out[cls].span_bytes += (uint64_t)relaxed_load(c->pages[i].units) * UNIT_SIZE;
         }
     spin_unlock(&a->lock);
     for (unsigned k = 0; k < NCLASSES; k++) held[k] += tcache_held(a, k); /* cached blocks are free */
   }
-  for (unsigned k = 0; k < NCLASSES; k++) out[k].blocks = out[k].blocks > held[k] ? out[k].blocks - held[k] : 0;
+  for (unsigned k = 0; k < NCLASSES; k++) {
+    uint64_t held_bytes = held[k] * class_info[k].size;
+    out[k].blocks = out[k].blocks > held[k] ? out[k].blocks - held[k] : 0;
+    out[k].live_bytes = out[k].live_bytes > held_bytes ? out[k].live_bytes - held_bytes : 0;
+  }
 }
 
 bool arena_is_valid(arena_t *a) {

@@ -282,9 +282,11 @@ void arena_peaks(size_t *mapped, size_t *active, size_t *dirty, size_t *live);
 void arena_note_live_peak(size_t live);
 void arena_sample_live_peak(void);
 /* Per size class, over every arena: pages, live blocks (handed out, or
- * freed by another thread and not yet collected), bytes of their spans. */
+ * freed by another thread and not yet collected), their bytes (a colored
+ * one-block page's block is its class's size less the color), bytes of their
+ * spans. */
 typedef struct {
-  uint64_t pages, blocks, span_bytes;
+  uint64_t pages, blocks, live_bytes, span_bytes;
 } class_stat_t;
 void arena_class_stats(class_stat_t out[NCLASSES]);
 /* Decay pass over one arena at time now; exclusive: the caller owns its pages. */

@@ -122,7 +122,13 @@ static void summary(fmt_t *f, const struct ebb_stats *s) {
 
 #define ROW_MAX 256 /* room one table row, JSON element or the raw line needs at most */
 
-static uint64_t class_live_bytes(unsigned c, const class_stat_t *k) { return k->blocks * class_size_of(c); }
+/* From each page's block size: a colored one-block page's block is smaller
+ * than its class (found by a probe: 4 blocks of 300,000 B showed 1,310,720
+ * live bytes against 1,300,736 allocated). */
+static uint64_t class_live_bytes(unsigned c, const class_stat_t *k) {
+  (void)c;
+  return k->live_bytes;
+}
 static uint64_t class_waste(unsigned c, const class_stat_t *k) {
   uint64_t live = class_live_bytes(c, k);
   return k->span_bytes > live ? k->span_bytes - live : 0;
