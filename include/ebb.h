@@ -71,7 +71,7 @@ struct ebb_stats {
   size_t active;          /* bytes in pages and large blocks serving live blocks */
   size_t dirty;           /* freed bytes still resident, waiting for decay */
   size_t purged;          /* bytes returned to the kernel since start (cumulative) */
-  size_t allocated;       /* bytes in live blocks (usable sizes), approximate */
+  size_t allocated;       /* bytes in live blocks (usable sizes), approximate; allocated <= active <= mapped */
   uint64_t mmap_calls;    /* mmap calls since start */
   uint64_t munmap_calls;  /* munmap calls since start */
   uint64_t madvise_calls; /* madvise (purge) calls since start */

@@ -13,9 +13,12 @@
 #include <pthread.h>
 #include <malloc.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ebb.h"
@@ -479,6 +482,54 @@ Test(stats_env, stats_calls_are_no_cancellation_points) {
   }
   cr_assert_eq(open_fds(), before, "descriptors open: %d before, %d after", before, open_fds());
   close(stats_fd);
+}
+
+/* allocated <= active <= mapped in every sample, while two threads allocate
+ * and free blocks of 1 B to 8 MiB (found by a probe: allocated above active in
+ * 9 samples of 20,000). */
+static atomic_int sampling_stop;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *sampling_churn(void *arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg;
+  void *keep[512] = {0};
+  while (!atomic_load_explicit(&sampling_stop, memory_order_relaxed)) {
+    int i = (int)(rand_r(&seed) % 512);
+    free(keep[i]);
+    size_t sz = (size_t)1 << (rand_r(&seed) % 23);
+    sz += (size_t)rand_r(&seed) % sz;
+    keep[i] = malloc(sz);
+    if (keep[i]) memset(keep[i], 1, sz < 64 ? sz : 64);
+  }
+  for (int i = 0; i < 512; i++) free(keep[i]);
+  return NULL;
+}
+
+Test(stats_env, stats_hold_their_order_while_threads_allocate) {
+  pthread_t t[2];
+  atomic_store(&sampling_stop, 0);
+  for (int i = 0; i < 2; i++) cr_assert_eq(pthread_create(&t[i], NULL, sampling_churn, (void *)(uintptr_t)(i + 1)), 0);
+  long bad = 0, n = 0;
+  struct ebb_stats first_bad = {0};
+  uint64_t t0 = now_ns();
+  while (now_ns() - t0 < 2000000000ull && n < 20000) {
+    struct ebb_stats st;
+    ebb_stats(&st);
+    n++;
+    if (st.allocated > st.active || st.active > st.mapped || st.peak_allocated < st.allocated) {
+      if (!bad) first_bad = st;
+      bad++;
+    }
+  }
+  atomic_store(&sampling_stop, 1);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  cr_assert_eq(bad, 0, "%ld of %ld samples out of order; the first: mapped %zu active %zu allocated %zu peak_allocated %zu",
+               bad, n, first_bad.mapped, first_bad.active, first_bad.allocated, first_bad.peak_allocated);
 }
 
 /* A library built with -DEBB_DEFAULT_<NAME> says so under EBB_VERBOSE=1, and a
