@@ -38,6 +38,7 @@ static atomic_size_t pool_purged;        /* bytes purged from pooled chunks, cum
 
 static void queue_remove(arena_t *a, page_t *pg) {
   pqueue_t *q = &a->queues[pg->cls];
+  if (unlikely(a->scan_page == pg)) a->scan_page = pg->next; /* the pass resumes after it */
   if (pg->prev)
     pg->prev->next = pg->next;
   else
@@ -1261,13 +1262,25 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
       owner_reclaim_remote(a, now);
     bool owner_idle = atomic_load_explicit(&a->state, memory_order_relaxed) != ARENA_OWNED || a != arena_tls;
     unsigned budget = force ? UINT32_MAX : pages;
+    /* A bounded pass resumes where the last one stopped, within a class too:
+     * restarting at the class's first page, a class with more pages than a
+     * pass looks at kept the free granules of all the others resident for
+     * good (found by a probe: 1 block kept in 585 of 200 MB of 100 B blocks,
+     * the owner at work in other sizes: 228 MB, where 33 MB is the floor; an
+     * exited thread's arena stopped at 4096 pages, 244 MB). */
+    page_t *resume = a->scan_page;
+    a->scan_page = NULL;
     for (unsigned k = 0; k < NCLASSES && budget; k++) {
       unsigned cls = (a->scan_cls + k) % NCLASSES;
-      for (page_t *pg = a->queues[cls].first, *next; pg && budget; pg = next, budget--) {
+      page_t *pg = k == 0 && resume ? resume : a->queues[cls].first, *next;
+      for (; pg && budget; pg = next, budget--) {
         next = pg->next;
         bytes += decay_page(a, pg, now, force, owner_idle);
       }
-      if (!budget) a->scan_cls = cls;
+      if (!budget) {
+        a->scan_cls = pg ? cls : (cls + 1) % NCLASSES;
+        a->scan_page = pg; /* the first page not looked at; queue_remove keeps it current */
+      }
     }
   }
   spin_lock(&a->lock);
@@ -1546,6 +1559,7 @@ static void arena_reset(arena_t *a) {
     ebb_assert(a->tc[c].fl.free == NULL);
   }
   a->held_cls = NCLASSES;
+  a->scan_page = NULL;
   a->fit_n = 0;
   a->tick = TICK_FREES;
   a->tc_server = 0;
@@ -1727,6 +1741,7 @@ void arena_reset_blocks(arena_t *a) {
     arena_set_src(a, c, &page_empty.fl);
     a->queues[c].first = a->queues[c].last = NULL;
   }
+  a->scan_page = NULL;
   if (opt.decay_ms == 0) purge_oldest_locked(a, SIZE_MAX);
   spin_unlock(&a->lock);
   arena_enforce_cap();

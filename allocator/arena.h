@@ -64,7 +64,8 @@ typedef struct arena {
   tcache_t tc[NCLASSES + 1] __attribute__((aligned(32))); /* each slot in one cache line */
   uint32_t tc_foreign;            /* other threads' blocks it freed since its last decay pass */
   int32_t tick;                   /* slow-path events until the next clock read */
-  uint32_t scan_cls;              /* where the bounded purge pass resumes */
+  uint32_t scan_cls;              /* where the bounded purge pass resumes: this class, */
+  page_t *scan_page;              /* at this page of its queue (NULL: its first); queue_remove moves it on */
   uint64_t now;                   /* coarse clock (ms), refreshed on ticks (written relaxed: other threads read it to tell an idle owner) */
   uint64_t last_decay;            /* when this arena last ran its decay pass */
   uint32_t tc_cap[NCLASSES + 1];  /* the most blocks a class's cache holds (0: not set up; 1: never cached) */

@@ -144,6 +144,20 @@ Test(rss, cross_thread_frees_return_while_the_threads_stay_alive) {
  * as they worked (found by an independent probe). */
 Test(rss, cross_thread_frees_return_while_the_threads_work) { rss_handoff("", "handoff 0 busy"); }
 
+/* A class with thousands of partly used pages (one live block each) of a
+ * thread at work in another size: the free granules of all of them go back,
+ * not only of the first pages a bounded pass looks at (found by a probe: 228
+ * MB stayed where 33 MB is the floor). */
+Test(rss, every_page_of_a_large_class_is_reached_while_its_thread_works) {
+  rss_assert_exit0("sparse", rss_probe("", "sparse"));
+  cr_assert_geq(rss_field("built_mib"), 150, "the build reached only %.1f MiB of RSS", rss_field("built_mib"));
+  cr_expect_geq(rss_field("reached_ms"), 0,
+                "RSS (over the start) is still %.1f MiB after %.0f ms; want <= %.1f MiB (a 4 KiB granule a page "
+                "+ 16 MiB); ebb: dirty %.1f MiB, active %.1f MiB",
+                rss_field("final_mib"), rss_field("deadline_ms"), rss_field("bound_mib"), rss_field("dirty_mib"),
+                rss_field("active_mib"));
+}
+
 /* ---------------------------------------------------------------- 4. large blocks and ebb_trim */
 
 /* ebb_trim returns the bytes it returned, whatever EBB_DECAY_MS: at 0 the

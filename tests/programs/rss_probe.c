@@ -815,6 +815,82 @@ static int mode_calloc(bool locked) {
   return 0;
 }
 
+/* ---------------------------------------------------------------- sparse */
+
+/* A thread builds 200 MB of 100 B blocks, frees all but one in 585 (one live
+ * block on each 64 KiB page, so no page empties), then stays at work in
+ * another size, 3000 B blocks. Its decay passes must reach every one of the
+ * ~3,300 pages of the class, not only the first few hundred, and return their
+ * free granules; main watches RSS. */
+#define SPARSE_BYTES (200 * MiB)
+#define SPARSE_SIZE 100
+#define SPARSE_KEEP 585
+#define SPARSE_DEADLINE_MS 5000 /* ~1.2 s here: each pass looks at 256 pages, each page needs two looks */
+static atomic_int sparse_built, sparse_release;
+static size_t sparse_kept_bytes;
+
+static void *sparse_main(void *arg) {
+  (void)arg;
+  size_t n = SPARSE_BYTES / SPARSE_SIZE;
+  void **ps = xmap(n * sizeof(void *));
+  void **kept = xmap((n / SPARSE_KEEP + 1) * sizeof(void *));
+  size_t nkept = 0;
+  for (size_t i = 0; i < n; i++) {
+    ps[i] = malloc(SPARSE_SIZE);
+    if (!ps[i]) return NULL;
+    touch(ps[i], SPARSE_SIZE, (int)i);
+  }
+  for (size_t i = 0; i < n; i++)
+    if (i % SPARSE_KEEP == 0)
+      kept[nkept++] = ps[i];
+    else
+      free(ps[i]);
+  munmap(ps, n * sizeof(void *));
+  sparse_kept_bytes = nkept * SPARSE_SIZE;
+  atomic_store(&sparse_built, 1);
+  while (!atomic_load(&sparse_release)) {
+    for (int k = 0; k < 16; k++) {
+      char *p = malloc(3000);
+      if (p) touch(p, 3000, k);
+      free(p);
+    }
+    sleep_ms(1);
+  }
+  for (size_t i = 0; i < nkept; i++) free(kept[i]);
+  munmap(kept, (n / SPARSE_KEEP + 1) * sizeof(void *));
+  return NULL;
+}
+
+static int mode_sparse(void) {
+  int ebb = on_ebb();
+  size_t base = rss();
+  pthread_t t;
+  if (pthread_create(&t, NULL, sparse_main, NULL)) return printf("error: pthread_create\n"), 2;
+  while (!atomic_load(&sparse_built)) sleep_ms(1);
+  size_t built = rss();
+  /* what must stay: the 4 KiB granule of each page that holds a live block */
+  size_t pages = SPARSE_BYTES / (64 * KiB), bound = pages * 4 * KiB + 16 * MiB;
+  uint64_t t0 = now_ms();
+  long reached = -1;
+  size_t r = built;
+  while (now_ms() - t0 < SPARSE_DEADLINE_MS) {
+    r = rss();
+    if (r <= base + bound) {
+      reached = (long)(now_ms() - t0);
+      break;
+    }
+    sleep_ms(POLL_MS);
+  }
+  struct ebb_stats st = stats();
+  atomic_store(&sparse_release, 1);
+  pthread_join(t, NULL);
+  printf("ebb=%d built_mib=%.1f final_mib=%.1f bound_mib=%.1f kept_kib=%zu reached_ms=%ld deadline_ms=%u "
+         "dirty_mib=%.1f active_mib=%.1f\n",
+         ebb, smib(built, base), smib(r, base), mib(bound), sparse_kept_bytes / KiB, reached, SPARSE_DEADLINE_MS,
+         mib(st.dirty), mib(st.active));
+  return 0;
+}
+
 /* ---------------------------------------------------------------- trim_count */
 
 /* 20,000 blocks of 1000 B, freed by another thread, then one ebb_trim: what
@@ -854,6 +930,7 @@ int main(int argc, char **argv) {
                         argc >= 4 && strcmp(argv[3], "busy") == 0);
   if (argc >= 2 && strcmp(argv[1], "large") == 0) return mode_large();
   if (argc >= 2 && strcmp(argv[1], "trim_count") == 0) return mode_trim_count();
+  if (argc >= 2 && strcmp(argv[1], "sparse") == 0) return mode_sparse();
   if (argc >= 2 && strcmp(argv[1], "fork") == 0) return mode_fork();
   if (argc >= 2 && strcmp(argv[1], "small") == 0) return mode_small();
   if (argc >= 2 && strcmp(argv[1], "idle_owner") == 0) return mode_idle_owner();
@@ -862,7 +939,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "calloc") == 0) return mode_calloc(argc >= 3 && strcmp(argv[2], "locked") == 0);
   if (argc >= 2 && strcmp(argv[1], "rebuild") == 0) return mode_rebuild();
   fprintf(stderr,
-          "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay|busy] | large | trim_count | fork | small | idle_owner | idle_self | "
+          "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay|busy] | large | trim_count | sparse | fork | small | idle_owner | idle_self | "
           "idle_late | calloc [locked] | rebuild\n");
   return 2;
 }
