@@ -158,6 +158,17 @@ Test(rss, every_page_of_a_large_class_is_reached_while_its_thread_works) {
                 rss_field("active_mib"));
 }
 
+/* One thread, no background thread, that frees 200 MB of small blocks and
+ * then works only with large ones: its large frees run its decay pass (found
+ * by a probe: 228 MB stayed dirty for as long as it worked). */
+Test(rss, small_blocks_go_back_while_a_thread_works_only_with_large_ones) {
+  rss_assert_exit0("large_only", rss_probe("", "large_only"));
+  cr_assert_geq(rss_field("built_mib"), 150, "the build reached only %.1f MiB of RSS", rss_field("built_mib"));
+  cr_expect_eq(rss_field("threads"), 1, "a second thread (a background thread?) in the process");
+  cr_expect_geq(rss_field("reached_ms"), 0, "RSS (over the start) is still %.1f MiB after %.0f ms; want <= %.1f MiB; dirty %.1f MiB",
+                rss_field("final_mib"), rss_field("deadline_ms"), rss_field("bound_mib"), rss_field("dirty_mib"));
+}
+
 /* ---------------------------------------------------------------- 4. large blocks and ebb_trim */
 
 /* ebb_trim returns the bytes it returned, whatever EBB_DECAY_MS: at 0 the

@@ -891,6 +891,49 @@ static int mode_sparse(void) {
   return 0;
 }
 
+/* ---------------------------------------------------------------- large_only */
+
+/* One thread (no background thread under the default auto) builds 200 MB of
+ * 100 B blocks, frees them all, then works only with one 4 MiB block at a
+ * time: its large frees must run its arena's decay, which returns the small
+ * blocks' pages. */
+static int mode_large_only(void) {
+  int ebb = on_ebb();
+  size_t n = SPARSE_BYTES / SPARSE_SIZE;
+  void **ps = xmap(n * sizeof(void *));
+  size_t base = rss();
+  for (size_t i = 0; i < n; i++) {
+    ps[i] = malloc(SPARSE_SIZE);
+    if (!ps[i]) return printf("error: malloc\n"), 2;
+    touch(ps[i], SPARSE_SIZE, (int)i);
+  }
+  size_t built = rss();
+  for (size_t i = 0; i < n; i++) free(ps[i]);
+  size_t bound = 32 * MiB; /* the 4 MiB block, the cache's, and some pages */
+  uint64_t t0 = now_ms();
+  long reached = -1;
+  size_t r = rss();
+  while (now_ms() - t0 < DEADLINE_MS) {
+    for (int k = 0; k < 4; k++) {
+      char *p = malloc(4 * MiB);
+      if (p) touch(p, 4 * MiB, k);
+      free(p);
+    }
+    sleep_ms(1);
+    r = rss();
+    if (r <= base + bound) {
+      reached = (long)(now_ms() - t0);
+      break;
+    }
+  }
+  struct ebb_stats st = stats();
+  printf("ebb=%d built_mib=%.1f final_mib=%.1f bound_mib=%.1f reached_ms=%ld deadline_ms=%u dirty_mib=%.1f "
+         "threads=%d\n",
+         ebb, smib(built, base), smib(r, base), mib(bound), reached, DEADLINE_MS, mib(st.dirty), threads());
+  munmap(ps, n * sizeof(void *));
+  return 0;
+}
+
 /* ---------------------------------------------------------------- trim_count */
 
 /* 20,000 blocks of 1000 B, freed by another thread, then one ebb_trim: what
@@ -931,6 +974,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "large") == 0) return mode_large();
   if (argc >= 2 && strcmp(argv[1], "trim_count") == 0) return mode_trim_count();
   if (argc >= 2 && strcmp(argv[1], "sparse") == 0) return mode_sparse();
+  if (argc >= 2 && strcmp(argv[1], "large_only") == 0) return mode_large_only();
   if (argc >= 2 && strcmp(argv[1], "fork") == 0) return mode_fork();
   if (argc >= 2 && strcmp(argv[1], "small") == 0) return mode_small();
   if (argc >= 2 && strcmp(argv[1], "idle_owner") == 0) return mode_idle_owner();
@@ -939,7 +983,7 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "calloc") == 0) return mode_calloc(argc >= 3 && strcmp(argv[2], "locked") == 0);
   if (argc >= 2 && strcmp(argv[1], "rebuild") == 0) return mode_rebuild();
   fprintf(stderr,
-          "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay|busy] | large | trim_count | sparse | fork | small | idle_owner | idle_self | "
+          "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay|busy] | large | trim_count | sparse | large_only | fork | small | idle_owner | idle_self | "
           "idle_late | calloc [locked] | rebuild\n");
   return 2;
 }
