@@ -491,7 +491,12 @@ bool os_thread_start(void *(*fn)(void *)) {
   sigfillset(&all);
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 64 * 1024);
+  /* The default stack size (RLIMIT_STACK's, 8 MiB on Debian: address space,
+   * resident only where used), not a small one: glibc carves the program's
+   * static TLS out of the thread's stack, and a 64 KiB stack left a program
+   * with ~58 KB of __thread data 5 KiB, where the thread's first lazily bound
+   * call overflowed it (SIGSEGV under the default settings); with more TLS
+   * the thread was refused (EINVAL) and never ran (found by a probe). */
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int rc = real_create(&t, &attr, fn, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);

@@ -48,3 +48,23 @@ Test(bgthread, main_pthread_exit_alone_ends_at_once) { bg_case("exit-alone", "1"
  * process killed it (the background thread took it with the default action). */
 Test(bgthread, a_blocked_signal_reaches_sigwait) { bg_case("sigwait", "auto", "sigwait got 10"); }
 Test(bgthread, a_blocked_signal_reaches_sigwait_bg_from_start) { bg_case("sigwait", "1", "sigwait got 10"); }
+
+/* A program with a large static TLS: glibc takes it out of every thread's
+ * stack, ebb's too, whose 64 KiB stack crashed such a program (~58 KB) or could
+ * not be created (more); the thread now has the default stack size. */
+static void big_tls_case(unsigned bytes) {
+  char def[64], out[32]; /* one binary per size: tests run in parallel */
+  snprintf(def, sizeof def, "-O1 -Wall -Wextra -Werror -pthread -DTLS_BYTES=%u", bytes);
+  snprintf(out, sizeof out, "big_tls_%u", bytes);
+  int st = compile_program(&bg_out, NULL, "big_tls.c", out, def, "-pthread");
+  cr_assert_eq(st, 0, "compiling big_tls.c: %s\n%s%s", describe_status(st), bg_out.out, bg_out.err);
+  st = run_cmd(&bg_out, "timeout -s KILL 10 env -i LD_PRELOAD='%s/build/libebb.so' '%s/%s'", repo_root(),
+               tmp_dir(), out);
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "big_tls with %u bytes of TLS: %s\n%s%s", bytes,
+            describe_status(st), bg_out.out, bg_out.err);
+  cr_assert(strstr(bg_out.out, "threads=3"), "big_tls with %u bytes of TLS: ebb's background thread is not running "
+            "(main, the worker and it make 3)\n%s", bytes, bg_out.out);
+}
+
+Test(bgthread, a_program_with_58_kb_of_tls) { big_tls_case(58000); }
+Test(bgthread, a_program_with_1_mb_of_tls) { big_tls_case(1 << 20); }
