@@ -173,13 +173,16 @@ static const char daemon_src[] = "#include <fcntl.h>\n"
                                  "  return 0;\n"
                                  "}\n";
 
-Test(stats_env, stats_stay_out_of_the_programs_files) {
+/* Runs the daemon with EBB_STATS=1 and `redirect` after its command line;
+ * `fds` must be in what it prints, and its data file must hold its own line
+ * only. */
+static void daemon_case(const char *redirect, const char *fds, const char *name) {
   const char *bin = build("daemon", daemon_src, "");
   char data[4096];
-  snprintf(data, sizeof data, "%s/stats-daemon-%d.data", tmp_dir(), (int)getpid());
-  int st = run_cmd(&r, CLEAN "EBB_STATS=1 " PRELOAD "'%s' '%s'", repo_root(), bin, data);
+  snprintf(data, sizeof data, "%s/stats-%s-%d.data", tmp_dir(), name, (int)getpid());
+  int st = run_cmd(&r, CLEAN "EBB_STATS=1 " PRELOAD "'%s' '%s' %s", repo_root(), bin, data, redirect);
   assert_ran(st, "EBB_STATS=1 daemon");
-  cr_assert_not_null(strstr(r.out, "first=3 data=3"), "the program's descriptors start at 3: %s", r.out);
+  cr_assert_not_null(strstr(r.out, fds), "want \"%s\" from the program: %s", fds, r.out);
   FILE *f = fopen(data, "r");
   cr_assert_not_null(f);
   char got[4096] = "";
@@ -187,29 +190,19 @@ Test(stats_env, stats_stay_out_of_the_programs_files) {
   fclose(f);
   got[n] = 0;
   cr_assert_str_eq(got, "data\n", "the data file holds:\n%s", got);
-  cr_assert_not_null(strstr(r.err, "ebb stats: mapped="), "stderr is still stderr: the stats go there\n%s", r.err);
   unlink(data);
   unlink(bin);
+}
+
+Test(stats_env, stats_stay_out_of_the_programs_files) {
+  daemon_case("", "first=3 data=3", "daemon"); /* the program's descriptors start at 3 */
+  cr_assert_not_null(strstr(r.err, "ebb stats: mapped="), "stderr is still stderr: the stats go there\n%s", r.err);
 }
 
 /* The same program started with stderr closed (2>&-): its data file is then
  * fd 2, and the stats go nowhere (they were appended to the data). */
 Test(stats_env, stats_stay_out_of_the_programs_files_when_stderr_was_closed) {
-  const char *bin = build("daemon", daemon_src, "");
-  char data[4096];
-  snprintf(data, sizeof data, "%s/stats-daemon-closed-%d.data", tmp_dir(), (int)getpid());
-  int st = run_cmd(&r, CLEAN "EBB_STATS=1 " PRELOAD "'%s' '%s' 2>&-", repo_root(), bin, data);
-  assert_ran(st, "EBB_STATS=1 daemon 2>&-");
-  cr_assert_not_null(strstr(r.out, "data=2"), "with stderr closed, the data file is fd 2: %s", r.out);
-  FILE *f = fopen(data, "r");
-  cr_assert_not_null(f);
-  char got[4096] = "";
-  size_t n = fread(got, 1, sizeof got - 1, f);
-  fclose(f);
-  got[n] = 0;
-  cr_assert_str_eq(got, "data\n", "the data file holds:\n%s", got);
-  unlink(data);
-  unlink(bin);
+  daemon_case("2>&-", "data=2", "daemon-closed");
 }
 
 /* Stats at exit into a pipe whose reader has gone (`prog 2>&1 | head -1`
