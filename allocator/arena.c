@@ -726,6 +726,13 @@ static void *arena_malloc_refill(arena_t *a, unsigned cls, size_t size);
  * succeeded). Not under owner_enter: the purge enters itself. */
 static EBB_NOINLINE void *arena_malloc_after_purge(arena_t *a, unsigned cls, size_t size) {
   arena_purge_all(true);
+  /* A first-class arena's caller is its one user (api.md): its pages, and the
+   * blocks plain free() left on them, which no purge may touch, are this
+   * call's to take in and give back, as for an abandoned arena (found by a
+   * probe: 40 MB of an arena's blocks freed with free(), then
+   * ebb_arena_malloc(a, 5000) under an address-space limit: ENOMEM at once). */
+  if (atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS)
+    arena_decay(a, os_now_ms(), true, true, PASS_PAGES);
   owner_enter(arena_tls);
   void *p = arena_malloc_refill(a, cls, size);
   owner_leave();

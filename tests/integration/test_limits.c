@@ -52,6 +52,11 @@ Test(limits, aligned_mappings_need_no_more_than_their_size) { as_limit("exact");
  * failed with ENOMEM and succeeded when called again; as_limit.c says how). */
 Test(limits, a_large_realloc_gets_the_cache_back_before_failing) { as_limit("realloc"); }
 
+/* A first-class arena whose blocks were freed with plain free() serves its
+ * next mallocs from their pages when the kernel refuses more (ENOMEM at once
+ * before; found by a probe). */
+Test(limits, an_arenas_freed_blocks_serve_it_under_a_limit) { as_limit("arena_freed"); }
+
 /* At vm.max_map_count, munmap of the middle of a mapping fails: a freed large
  * block's pages must go back all the same (they stayed resident for the
  * process's life; tests/programs/map_limit.c). */

@@ -4,8 +4,8 @@
  * `ulimit -v`, malloc(1000) failed while 248 MiB of freed 8 MiB blocks sat in
  * the large-block cache.
  *
- * Usage: as_limit large|thread|exact|realloc. exact and realloc: see exact()
- * and grow_in_place() below. The others
+ * Usage: as_limit large|thread|exact|realloc|arena_freed. exact, realloc and
+ * arena_freed: see exact(), grow_in_place() and arena_freed() below. The others
  * limit the address space to what the process has now plus 320 MiB, then
  *   large:  mallocs 8 MiB blocks until one fails, frees them all, and mallocs
  *           20000 blocks of 1000 B;
@@ -61,19 +61,21 @@ static size_t fill_and_free(size_t size) {
   return n;
 }
 
-/* n mallocs of 1000 B (through arena a, if any), kept live; the number that succeeded. */
-static size_t small_mallocs(ebb_arena_t *a, size_t n) {
+/* n mallocs of `size` B (through arena a, if any), kept live; the number that succeeded. */
+static size_t small_mallocs_of(ebb_arena_t *a, size_t n, size_t size) {
   size_t ok = 0;
   for (; ok < n; ok++) {
-    void *p = a ? arena_malloc(a, 1000) : malloc(1000);
+    void *p = a ? arena_malloc(a, size) : malloc(size);
     if (!p) {
       printf("failed_at=%zu errno=%d ", ok, errno);
       break;
     }
-    memset(p, 1, 1000);
+    memset(p, 1, size);
   }
   return ok;
 }
+
+static size_t small_mallocs(ebb_arena_t *a, size_t n) { return small_mallocs_of(a, n, 1000); }
 
 static void *filler(void *arg) {
   *(size_t *)arg = fill_and_free(1000);
@@ -134,6 +136,27 @@ static int grow_in_place(void) {
   return bad != 0;
 }
 
+/* 40,000 blocks of 1000 B from a first-class arena, freed with plain free(),
+ * then, under a limit of 64 KiB more address space, 4,000 blocks of 5000 B
+ * from the same arena: the freed blocks' pages must serve them (they failed
+ * at the first). */
+static int arena_freed(void) {
+  ebb_arena_t *a = arena_create();
+  if (!a) return 2;
+  static void *ps[40000];
+  for (int i = 0; i < 40000; i++) {
+    ps[i] = arena_malloc(a, 1000);
+    if (!ps[i]) return 2;
+    memset(ps[i], 3, 1000);
+  }
+  for (int i = 0; i < 40000; i++) free(ps[i]);
+  struct rlimit rl = {.rlim_cur = vm_size() + ((size_t)64 << 10), .rlim_max = RLIM_INFINITY};
+  if (setrlimit(RLIMIT_AS, &rl) != 0) return perror("setrlimit"), 2;
+  size_t ok = small_mallocs_of(a, 4000, 5000);
+  printf("arena_after=%zu\n", ok);
+  return ok < 4000;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) return 2;
   arena_create = (ebb_arena_t * (*)(void)) dlsym(RTLD_DEFAULT, "ebb_arena_create");
@@ -141,6 +164,7 @@ int main(int argc, char **argv) {
   if (!arena_create || !arena_malloc) return printf("ebb=0\n"), 2;
   if (strcmp(argv[1], "exact") == 0) return exact();
   if (strcmp(argv[1], "realloc") == 0) return grow_in_place();
+  if (strcmp(argv[1], "arena_freed") == 0) return arena_freed();
   free(malloc(1)); /* the main thread's arena, before the limit */
   struct rlimit rl = {.rlim_cur = vm_size() + HEADROOM, .rlim_max = RLIM_INFINITY};
   if (setrlimit(RLIMIT_AS, &rl) != 0) return perror("setrlimit"), 2;
