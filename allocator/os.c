@@ -244,16 +244,14 @@ const char *os_getenv(const char *name) {
   return NULL;
 }
 
-/* Raw system calls for the reads and writes ebb makes itself: libc's open,
- * read, write and close are cancellation points, and ebb must be none (found
- * by a probe: threads cancelled inside a mallinfo2() loop, each leaving the
- * descriptor of /proc/self/statm open, 1,636 of them in 2,000 threads; glibc's
- * mallinfo2 is no cancellation point). A cancel taken in the warning a bad
- * EBB_* setting prints at start-up would leave the set-up half done for every
- * other thread. glibc's syscall() is no cancellation point. */
-static ssize_t raw_write(int fd, const void *s, size_t n) { return syscall(SYS_write, fd, s, n); }
-
-/* With SIGPIPE blocked in this thread, and the one a write to a pipe with no
+/* The reads and writes ebb makes itself go through syscall(), which is no
+ * cancellation point: libc's open, read, write and close are, and ebb must be
+ * none (found by a probe: threads cancelled inside a mallinfo2() loop, each
+ * leaving the descriptor of /proc/self/statm open, 1,636 of them in 2,000
+ * threads; glibc's mallinfo2 is no cancellation point). A cancel taken in the
+ * warning a bad EBB_* setting prints at start-up would leave the set-up half
+ * done for every other thread.
+ *   With SIGPIPE blocked in this thread, and the one a write to a pipe with no
  * reader raised taken back off it (unless one was pending already): ebb's
  * lines never end the program or run its handler (found by a probe: under
  * EBB_STATS=1, a program whose stderr was a pipe its reader had closed, as in
@@ -268,7 +266,7 @@ void os_write(int fd, const char *s, size_t n) {
   bool was_pending = masked && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
   bool broke = false;
   while (n > 0) {
-    ssize_t w = raw_write(fd, s, n);
+    ssize_t w = syscall(SYS_write, fd, s, n);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0 && errno == EPIPE) broke = true;
     if (w <= 0) break;
@@ -321,7 +319,7 @@ const char *os_environ_at(size_t i) { return environ ? environ[i] : NULL; }
 static size_t read_proc(const char *path, char *buf, size_t size) {
   int saved = errno;
   ssize_t n = -1;
-  int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC); /* not open(): see raw_write */
+  int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC); /* not open(): see os_write */
   if (fd >= 0) {
     do n = syscall(SYS_read, fd, buf, size - 1);
     while (n < 0 && errno == EINTR);

@@ -150,6 +150,23 @@ static void *xmap(size_t n) {
   return p;
 }
 
+/* A block of `size` bytes allocated, written and freed: work in one size. */
+static void use_and_free(size_t size, int byte) {
+  char *p = malloc(size);
+  if (p) touch(p, size, byte);
+  free(p);
+}
+
+/* n blocks of `size` bytes into ps, each written; -1 if a malloc failed. */
+static int fill_blocks(void **ps, size_t n, size_t size) {
+  for (size_t i = 0; i < n; i++) {
+    ps[i] = malloc(size);
+    if (!ps[i]) return -1;
+    touch(ps[i], size, (int)i);
+  }
+  return 0;
+}
+
 /* ---------------------------------------------------------------- churn */
 
 /* One request's worth of work, the same sizes every cycle: a ~450 KB block,
@@ -266,11 +283,7 @@ static pthread_barrier_t handoff_end; /* releases them */
  * the start: its page stays the class's, so the work after the frees never
  * needs a page (a malloc that needs one takes back the pages other threads
  * freed, arena_drain_remote). */
-static void handoff_small(int k) {
-  char *p = malloc(16); /* a size the build never uses */
-  if (p) touch(p, 16, k);
-  free(p);
-}
+static void handoff_small(int k) { use_and_free(16, k); /* a size the build never uses */ }
 
 static void *handoff_main(void *arg) {
   struct worker *w = arg, *other = &workers[1 - w->id];
@@ -835,11 +848,7 @@ static void *sparse_main(void *arg) {
   void **ps = xmap(n * sizeof(void *));
   void **kept = xmap((n / SPARSE_KEEP + 1) * sizeof(void *));
   size_t nkept = 0;
-  for (size_t i = 0; i < n; i++) {
-    ps[i] = malloc(SPARSE_SIZE);
-    if (!ps[i]) return NULL;
-    touch(ps[i], SPARSE_SIZE, (int)i);
-  }
+  if (fill_blocks(ps, n, SPARSE_SIZE)) return NULL;
   for (size_t i = 0; i < n; i++)
     if (i % SPARSE_KEEP == 0)
       kept[nkept++] = ps[i];
@@ -849,11 +858,7 @@ static void *sparse_main(void *arg) {
   sparse_kept_bytes = nkept * SPARSE_SIZE;
   atomic_store(&sparse_built, 1);
   while (!atomic_load(&sparse_release)) {
-    for (int k = 0; k < 16; k++) {
-      char *p = malloc(3000);
-      if (p) touch(p, 3000, k);
-      free(p);
-    }
+    for (int k = 0; k < 16; k++) use_and_free(3000, k);
     sleep_ms(1);
   }
   for (size_t i = 0; i < nkept; i++) free(kept[i]);
@@ -902,11 +907,7 @@ static int mode_large_only(void) {
   size_t n = SPARSE_BYTES / SPARSE_SIZE;
   void **ps = xmap(n * sizeof(void *));
   size_t base = rss();
-  for (size_t i = 0; i < n; i++) {
-    ps[i] = malloc(SPARSE_SIZE);
-    if (!ps[i]) return printf("error: malloc\n"), 2;
-    touch(ps[i], SPARSE_SIZE, (int)i);
-  }
+  if (fill_blocks(ps, n, SPARSE_SIZE)) return printf("error: malloc\n"), 2;
   size_t built = rss();
   for (size_t i = 0; i < n; i++) free(ps[i]);
   size_t bound = 32 * MiB; /* the 4 MiB block, the cache's, and some pages */
@@ -914,11 +915,7 @@ static int mode_large_only(void) {
   long reached = -1;
   size_t r = rss();
   while (now_ms() - t0 < DEADLINE_MS) {
-    for (int k = 0; k < 4; k++) {
-      char *p = malloc(4 * MiB);
-      if (p) touch(p, 4 * MiB, k);
-      free(p);
-    }
+    for (int k = 0; k < 4; k++) use_and_free(4 * MiB, k);
     sleep_ms(1);
     r = rss();
     if (r <= base + bound) {
@@ -948,11 +945,7 @@ static void *trim_count_freer(void *arg) {
 static int mode_trim_count(void) {
   if (!on_ebb()) return printf("ebb=0\n"), 2;
   void **ps = xmap(20000 * sizeof(void *));
-  for (int i = 0; i < 20000; i++) {
-    ps[i] = malloc(1000);
-    if (!ps[i]) return printf("error: malloc\n"), 2;
-    touch(ps[i], 1000, i);
-  }
+  if (fill_blocks(ps, 20000, 1000)) return printf("error: malloc\n"), 2;
   pthread_t t;
   if (pthread_create(&t, NULL, trim_count_freer, ps) || pthread_join(t, NULL)) return printf("error: thread\n"), 2;
   struct ebb_stats before = stats();
