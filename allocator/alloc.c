@@ -96,14 +96,15 @@ static void huge_unlink(huge_t *h) {
 static void *huge_alloc_z(arena_t *first_class, size_t size, size_t align, bool zero) {
   thread_process_init(); /* a program's first allocation may be large */
   size_t reused;
-  huge_t *h = huge_new(size, align, &reused);
+  uint64_t now = os_now_ms();
+  huge_t *h = huge_new(size, align, opt.decay_ms != 0, now, &reused);
   if (!h) {
     arena_purge_all(true); /* cached memory may be what stands in the way */
-    h = huge_new(size, align, &reused);
+    h = huge_new(size, align, opt.decay_ms != 0, now, &reused);
   }
   if (!h) return fail_nomem();
   huge_link(first_class, h);
-  arena_note_peaks(os_now_ms());
+  arena_note_peaks(now);
   if (reused < size) arena_cap_after_growth();
   track_malloc(h->user, huge_usable(h), !reused);
   if (zero && reused) {

@@ -339,7 +339,7 @@ static size_t recent_peak(void) {
 /* Called on the slow paths that grow mapped, active or dirty memory, with
  * the time if known (0: none). */
 void arena_note_peaks(uint64_t now) {
-  size_t huge = huge_active_bytes(), cached = huge_cache_bytes();
+  size_t huge = huge_in_use_bytes(), cached = huge_dirty_bytes();
   note_max(&peak_mapped, atomic_load_explicit(&mapped_total, memory_order_relaxed) + chunk_pool_warm_bytes() +
                              huge + cached);
   size_t active = atomic_load_explicit(&active_total, memory_order_relaxed) + huge;
@@ -360,12 +360,12 @@ void arena_note_live_peak(size_t live) { note_max(&peak_live, live); }
 
 /* Every byte the cap counts: arenas' free units, pooled chunks, cached large blocks. */
 static size_t dirty_all(void) {
-  return atomic_load_explicit(&dirty_total, memory_order_relaxed) + chunk_pool_dirty() + huge_cache_bytes();
+  return atomic_load_explicit(&dirty_total, memory_order_relaxed) + chunk_pool_dirty() + huge_dirty_bytes();
 }
 
 static size_t dirty_limit(void) {
   return decay_dirty_limit(opt.dirty_max,
-                           atomic_load_explicit(&active_total, memory_order_relaxed) + huge_active_bytes(),
+                           atomic_load_explicit(&active_total, memory_order_relaxed) + huge_in_use_bytes(),
                            recent_peak());
 }
 
@@ -1527,7 +1527,7 @@ void arena_sample_live_peak(void) {
   size_t mapped = 0, active = 0, dirty = 0, purged = 0, live = 0;
   uint64_t arenas = 0;
   arena_stats_sum(&mapped, &active, &dirty, &purged, &live, &arenas);
-  arena_note_live_peak(live + huge_active_bytes());
+  arena_note_live_peak(live + huge_in_use_bytes());
 }
 
 /* The background pass's sample, only when it may find a new peak: live bytes
@@ -1539,7 +1539,7 @@ void arena_sample_live_peak(void) {
 static void background_sample_live_peak(uint64_t now) {
   static uint64_t last_ms;
   static size_t last_active;
-  size_t active = atomic_load_explicit(&active_total, memory_order_relaxed) + huge_active_bytes();
+  size_t active = atomic_load_explicit(&active_total, memory_order_relaxed) + huge_in_use_bytes();
   if (active <= atomic_load_explicit(&peak_live, memory_order_relaxed)) return;
   if (active <= last_active && now - last_ms < 1000) return;
   last_ms = now, last_active = active;

@@ -10,6 +10,10 @@
  * splits a bigger one on a region boundary, and a growing block takes the
  * cached space right after it. Decay (EBB_DECAY_MS) and the cap (EBB_DIRTY_MAX)
  * unmap them; with EBB_DECAY_MS=0 nothing is kept.
+ * A block that took a cached extent bigger than it needs keeps the resident
+ * part past its size (its slack) until the decay purges it, as mimalloc keeps
+ * a span's unused slices until its purge delay: purged at once, a later and
+ * larger request that took the extent faulted it all in again.
  * Descriptors live out of band, in slabs that are never unmapped, so a reader
  * that found one through the registry a moment before its block was freed (a
  * stale free, ebb_owns) never reads unmapped memory.
@@ -27,6 +31,12 @@ typedef struct huge {
   uintptr_t map_id;         /* the mmap its span came from: spans of one mapping may merge */
   struct arena *arena;      /* first-class arena that must free it, or NULL */
   struct huge *next, *prev; /* that arena's list; the free descriptors' stack */
+  /* Slack: the span's last `slack` bytes, past the block's size, resident and
+   * waiting for the decay, which purges them (0: none is listed). Written
+   * under the lock; read without it by the block's owner only (huge_resize). */
+  _Atomic size_t slack;
+  uint64_t slack_since;       /* when they were listed (coarse ms) */
+  struct huge *snext, *sprev; /* the list of blocks with slack, oldest first */
 } huge_t;
 
 #define HUGE_TAG ((uintptr_t)1) /* registry values of large blocks carry this bit */
@@ -35,20 +45,31 @@ typedef struct huge {
 EBB_INLINE size_t huge_usable(const huge_t *h) { return relaxed_load(h->size); }
 /* A block of at least size bytes aligned to align, registered; NULL when out
  * of memory. *reused: how many of its first bytes came from the cache and may
- * hold old data (0: a fresh mapping, all zeroes). */
-huge_t *huge_new(size_t size, size_t align, size_t *reused);
+ * hold old data (0: a fresh mapping, all zeroes). A cached extent's slack stays
+ * resident, dirty since now (keep), or is purged at once. */
+huge_t *huge_new(size_t size, size_t align, bool keep, uint64_t now, size_t *reused);
 /* Unregisters h; with keep its span stays resident in the cache, dirty since
  * now, else it is unmapped. */
 void huge_delete(huge_t *h, bool keep, uint64_t now);
 /* Resizes without copying; false (block unchanged) when the kernel refuses. A
  * tail given up goes to the cache (keep) or back to the kernel. */
 bool huge_resize(huge_t *h, size_t size, bool keep, uint64_t now);
-/* Unmaps cached extents freed at or before cutoff (UINT64_MAX: all). Bytes. */
+/* Unmaps cached extents freed at or before cutoff (UINT64_MAX: all), and
+ * purges the slack of live blocks listed by then. Bytes. */
 size_t huge_cache_decay(uint64_t cutoff);
-/* Unmaps cached extents, oldest first, until at least need bytes went. Bytes. */
+/* Unmaps cached extents, then purges live blocks' slack, oldest first, until
+ * at least need bytes went. Bytes. */
 size_t huge_cache_trim(size_t need);
-size_t huge_cache_bytes(void); /* cached: mapped, resident, dirty */
-size_t huge_active_bytes(void); /* spans of live blocks */
+size_t huge_cache_bytes(void);  /* cached: mapped, resident, dirty */
+size_t huge_active_bytes(void); /* spans of live blocks, their slack included */
+size_t huge_slack_bytes(void);  /* live blocks' resident slack: dirty */
+/* What the statistics and the cap count: dirty (cached extents and slack) and
+ * in use (spans less their slack); the two add up to what is mapped. */
+EBB_INLINE size_t huge_dirty_bytes(void) { return huge_cache_bytes() + huge_slack_bytes(); }
+EBB_INLINE size_t huge_in_use_bytes(void) {
+  size_t active = huge_active_bytes(), slack = huge_slack_bytes(); /* two loads: may be out of step */
+  return active > slack ? active - slack : 0;
+}
 /* The lock of descriptors and cache, held across fork. */
 void huge_lock_all(void);
 void huge_unlock_all(void);

@@ -17,7 +17,7 @@ static void stats_fill(struct ebb_stats *out) {
   size_t mapped = 0, active = 0, dirty = 0, purged = 0, allocated = 0;
   uint64_t arenas = 0;
   arena_stats_sum(&mapped, &active, &dirty, &purged, &allocated, &arenas);
-  size_t huge = huge_active_bytes(), cached = huge_cache_bytes();
+  size_t huge = huge_in_use_bytes(), cached = huge_dirty_bytes();
   *out = (struct ebb_stats){
       .mapped = mapped + huge + cached,
       .active = active + huge,

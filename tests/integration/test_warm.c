@@ -112,6 +112,73 @@ Test(warm, big_buffer_churn_3m) { churn(3 * MiB); }
 Test(warm, big_buffer_churn_8m) { churn(8 * MiB); }
 Test(warm, big_buffer_churn_20m) { churn(20 * MiB); }
 
+/* 4 blocks of 2-8 MiB at random a cycle, every page written, then freed in
+ * random order: the cached extents are re-used whole, split, or taken with a
+ * tail the block does not need, which stays resident until the decay. Purged
+ * at once, a later and larger request that took the same extent faulted the
+ * tail in again: 45,045 faults over these 100 cycles (mimalloc ~0, tcmalloc
+ * ~20 a cycle). After the warm-up the cache holds extents that serve every
+ * size: 5 faults over the 100 cycles here; the bound, one a cycle, is a
+ * 450th of what purging at once cost. */
+#define VARY_WARMUP 200
+#define VARY_CYCLES 100
+Test(warm, large_blocks_of_varying_sizes_are_reused_without_faults) {
+  uint64_t seed = 42;
+  char *p[4];
+  size_t n[4];
+  unsigned char v[4];
+  long faults = 0;
+  for (int c = 0; c < VARY_WARMUP + VARY_CYCLES; c++) {
+    if (c == VARY_WARMUP) faults = minflt();
+    for (int i = 0; i < 4; i++) {
+      n[i] = 2 * MiB + rnd(&seed) % (6 * MiB + 1);
+      p[i] = malloc(n[i]);
+      cr_assert_not_null(p[i], "malloc(%zu)", n[i]);
+      v[i] = (unsigned char)(4 * c + i);
+      touch(p[i], n[i], v[i]);
+    }
+    for (int k = 4; k > 0; k--) { /* random order */
+      int i = (int)(rnd(&seed) % (uint64_t)k);
+      cr_assert_eq((unsigned char)p[i][n[i] - 1], v[i], "cycle %d: a block lost its contents", c);
+      free(p[i]);
+      p[i] = p[k - 1], n[i] = n[k - 1], v[i] = v[k - 1];
+    }
+  }
+  faults = minflt() - faults;
+  cr_log_info("2-8 MiB churn: %ld faults over %d cycles", faults, VARY_CYCLES);
+  cr_assert_leq(faults, VARY_CYCLES, "%ld page faults over %d cycles of 4 blocks of 2-8 MiB", faults, VARY_CYCLES);
+}
+
+/* The tail a block does not need stays resident only until the decay: a
+ * live block does not pin it (11 MiB cached, 7 MiB taken: 4 MiB of slack). */
+Test(warm, a_live_large_blocks_unused_tail_goes_back_on_the_decay_clock) {
+  ebb_trim();
+  char *p = malloc(11 * MiB);
+  cr_assert_not_null(p);
+  fill(p, 1, 11 * MiB);
+  free(p);
+  char *q = malloc(7 * MiB);
+  cr_assert_eq(q, p, "the 7 MiB block takes the cached 11 MiB");
+  fill(q, 2, 7 * MiB);
+  struct ebb_stats st;
+  ebb_stats(&st);
+  cr_assert_geq(st.dirty, 4 * MiB, "its 4 MiB tail counts as dirty (%zu KiB)", st.dirty / KiB);
+  size_t full = rss_bytes();
+  uint64_t t0 = now_ms(), deadline = t0 + decay_ms() + 1000;
+  while ((ebb_stats(&st), st.dirty >= 1 * MiB) && now_ms() < deadline) {
+    for (int i = 0; i < 4; i++) free(hide_ptr(malloc(64)));
+    usleep(1000);
+  }
+  size_t rss = rss_bytes();
+  cr_log_info("RSS %zu KiB -> %zu KiB, dirty %zu KiB, %llu ms", full / KiB, rss / KiB, st.dirty / KiB,
+              (unsigned long long)(now_ms() - t0));
+  cr_assert_lt(st.dirty, 1 * MiB, "dirty %zu KiB %u ms after the decay time", st.dirty / KiB, 1000);
+  cr_assert_leq(rss + 7 * MiB / 2, full, "RSS %zu KiB -> %zu KiB: the tail stayed resident", full / KiB,
+                rss / KiB);
+  for (size_t i = 0; i < 7 * MiB; i += PAGE) cr_assert_eq(q[i], 2, "the block itself at %zu", i);
+  free(q);
+}
+
 /* ---------------------------------------------------------------- per-request memory */
 
 #define REQ_SMALL 3000

@@ -9,6 +9,9 @@
  *    order too).
  *  - ebb_owns on pointers that were live a moment ago, while their chunks and
  *    large mappings are unmapped: "safe on any pointer value", never SIGSEGV.
+ *  - a large block's slack (the resident tail past its size, left for the
+ *    decay) purged by another thread's ebb_trim while the block's realloc
+ *    grows into it or moves it away: not a byte of the block may be lost.
  * Only the ebb_* names are called (the TSan build does not override malloc).
  * Loops are bounded by an operation count and a time cap; seeds are fixed. */
 #include <criterion/criterion.h>
@@ -142,6 +145,70 @@ Test(races, huge_realloc_moves_while_others_map, .timeout = 40) {
   for (int i = 0; i < HR_MAPPERS; i++) pthread_join(t[i], NULL);
   cr_log_info("huge realloc: %lu moves, %lu mapper operations", atomic_load(&hr_moves),
               atomic_load(&hr_mapper_ops));
+}
+
+/* ================================================================ slack purged while its block grows */
+
+#define SL_ROUNDS 20000 /* rounds of the growing thread, at most (release) */
+#define SL_TIME_MS 3000 /* and at most this long */
+static atomic_int sl_stop;
+static atomic_ulong sl_trims;
+
+static void *sl_trimmer(void *arg) {
+  (void)arg;
+  while (!atomic_load_explicit(&sl_stop, memory_order_relaxed)) {
+    ebb_trim(); /* purges every listed slack */
+    atomic_fetch_add_explicit(&sl_trims, 1, memory_order_relaxed);
+  }
+  return NULL;
+}
+
+/* The word at each page offset of p that lies within `to` bytes carries
+ * tag ^ offset; those that lay within `from` bytes already do. */
+static void sl_mark(unsigned char *p, size_t from, size_t to, uint64_t tag) {
+  for (size_t off = 0; off + 8 <= to; off += RC_PAGE)
+    if (off + 8 > from) *(uint64_t *)(p + off) = tag ^ off;
+}
+static void sl_check(unsigned char *p, size_t to, uint64_t tag, const char *when) {
+  for (size_t off = 0; off + 8 <= to; off += RC_PAGE)
+    if (*(uint64_t *)(p + off) != (tag ^ off))
+      stress_die("slack: %s: the word at %p + %zu of %zu B lost its value", when, (void *)p, off, to);
+}
+
+/* Each round caches an 11 MiB block and takes it back for 7 MiB (a 4 MiB
+ * slack), then grows it by realloc into the slack, page by page of the growth
+ * written, and sometimes past it (a move or an in-place mremap): another
+ * thread purges all slack in a loop meanwhile. */
+Test(races, slack_purged_while_its_block_grows, .timeout = 40) {
+  atomic_store(&sl_stop, 0);
+  atomic_store(&sl_trims, 0);
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, sl_trimmer, NULL), 0);
+  rng_t r = rng_seed(40000);
+  uint64_t deadline = rc_now_ms() + SL_TIME_MS;
+  size_t rounds = 0, n = stress_n(SL_ROUNDS);
+  for (; rounds < n && rc_now_ms() < deadline; rounds++) {
+    uint64_t tag = mix64(rounds + 1);
+    ebb_free(ebb_malloc(11 * MiB));
+    size_t size = 7 * MiB;
+    unsigned char *p = ebb_malloc(size);
+    if (!p) stress_die("slack: ebb_malloc(7 MiB) returned NULL");
+    sl_mark(p, 0, size, tag);
+    for (int step = 0; step < 4; step++) {
+      size_t want = size + (size_t)rng_below(&r, 1u << 20) + 1;
+      if (step == 3 && rng_below(&r, 2)) want = 16 * MiB + (size_t)rng_below(&r, 64) * RC_PAGE;
+      unsigned char *q = ebb_realloc(p, want);
+      if (!q) stress_die("slack: ebb_realloc(%p, %zu) returned NULL", (void *)p, want);
+      sl_check(q, size, tag, "after the realloc");
+      sl_mark(q, size, want, tag);
+      p = q, size = want;
+      sl_check(p, size, tag, "written after the growth");
+    }
+    ebb_free(p);
+  }
+  atomic_store(&sl_stop, 1);
+  pthread_join(t, NULL);
+  cr_log_info("slack: %zu rounds, %lu trims", rounds, atomic_load(&sl_trims));
 }
 
 /* ================================================================ cross-thread double free */

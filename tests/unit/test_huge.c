@@ -257,9 +257,9 @@ Test(huge, just_over_a_quarter_larger_is_not_taken_as_is) {
   ebb_free(p);
   char *q = ebb_malloc(8 * MiB); /* 10 MiB + 64 KiB > 8 * 1.25; < 8 + 4: no split */
   cr_assert_eq(q, p);
-  cr_assert_eq(fake_maps, 0);
-  cr_assert(fake_was_purged(p + 8 * MiB, 2 * MiB + 64 * KiB), "the unused tail is purged");
-  cr_assert_eq(fake_purged_bytes, 2 * MiB + 64 * KiB);
+  cr_assert_eq(fake_maps + fake_purges, 0);
+  cr_assert_eq(huge_slack_bytes(), 2 * MiB + 64 * KiB, "the unused tail is the block's slack");
+  cr_assert_eq(huge_active_bytes() - huge_in_use_bytes(), 2 * MiB + 64 * KiB, "not in use");
 }
 
 Test(huge, a_block_a_region_bigger_is_split_and_the_rest_stays_cached) {
@@ -271,7 +271,8 @@ Test(huge, a_block_a_region_bigger_is_split_and_the_rest_stays_cached) {
   cr_assert_eq(fake_maps + fake_purges + fake_unmaps, 0);
   cr_assert_eq(huge_active_bytes(), active + 8 * MiB, "it takes its own 4 MiB regions only");
   cr_assert_eq(huge_cache_bytes(), 8 * MiB, "the rest stays cached");
-  cr_assert_eq(stats().dirty, 8 * MiB);
+  cr_assert_eq(huge_slack_bytes(), 3 * MiB, "its own region's last 3 MiB are resident slack");
+  cr_assert_eq(stats().dirty, 11 * MiB);
   char *r = ebb_malloc(8 * MiB);
   cr_assert_eq(r, p + 8 * MiB, "the rest is a block of its own, right after");
   cr_assert_eq(fake_maps, 0);
@@ -294,19 +295,127 @@ Test(huge, split_exactly_at_one_region_more) {
   cr_assert_eq(fake_maps, 0);
 }
 
-Test(huge, a_somewhat_bigger_block_is_taken_and_its_tail_purged) {
+/* Its tail stays resident until the decay: purged at once, a later and larger
+ * request that took the block faulted it in again (4 blocks of 2-8 MiB at
+ * random a cycle paid 480 faults a cycle). */
+Test(huge, a_somewhat_bigger_block_is_taken_whole_and_its_tail_waits_for_the_decay) {
   char *p = big(11 * MiB);
   ebb_free(p);
   size_t active = huge_active_bytes();
+  struct ebb_stats s0 = stats();
+  uint64_t t0 = fake_now;
   char *q = ebb_malloc(7 * MiB); /* 11 > 7 * 1.25, 11 < 8 + 4: no split */
   cr_assert_eq(q, p);
-  cr_assert_eq(fake_maps, 0);
+  cr_assert_eq(fake_maps + fake_purges, 0, "nothing purged at the malloc");
   cr_assert_eq(huge_cache_bytes(), 0, "taken whole");
   cr_assert_eq(huge_active_bytes(), active + 11 * MiB);
-  cr_assert(fake_was_purged(p + 7 * MiB, 4 * MiB), "the unused 4 MiB tail was purged");
+  struct ebb_stats s1 = stats();
+  cr_assert_eq(s1.dirty, s0.dirty - 7 * MiB, "the 4 MiB tail still counts as dirty");
+  cr_assert_eq(s1.active, s0.active + 7 * MiB, "and not as active");
+  cr_assert_eq(s1.mapped, s0.mapped);
+  fill(q, 7 * MiB, 11);
+  fake_now = t0 + DECAY - 4;
+  activity(200);
+  cr_assert_eq(fake_purges, 0, "nothing before its time");
+  fake_now = t0 + DECAY;
+  activity(200);
+  cr_assert(fake_was_purged(p + 7 * MiB, 4 * MiB), "the unused 4 MiB tail was purged at the decay");
   cr_assert_not(fake_was_purged(p, 64 * KiB), "the block itself was not");
-  cr_assert_eq((unsigned char)q[7 * MiB - 1], 0x5a);
   cr_assert_eq(fake_purged_bytes, 4 * MiB, "only the tail");
+  cr_assert_eq(check(q, 7 * MiB, 11), SIZE_MAX);
+  cr_assert_eq(huge_slack_bytes(), 0);
+  cr_assert_eq(stats().dirty, s1.dirty - 4 * MiB);
+  ebb_free(q);
+  cr_assert_eq(huge_cache_bytes(), 11 * MiB, "the whole span is cached again");
+}
+
+/* The free of a block with slack caches its span whole and resident: a
+ * larger request then takes it without touching the kernel. */
+Test(huge, a_blocks_slack_comes_back_whole_with_it) {
+  char *p = big(11 * MiB);
+  ebb_free(p);
+  char *q = ebb_malloc(7 * MiB);
+  cr_assert_eq(q, p);
+  ebb_free(q);
+  cr_assert_eq(huge_slack_bytes(), 0);
+  cr_assert_eq(huge_cache_bytes(), 11 * MiB);
+  char *r = ebb_malloc(11 * MiB);
+  cr_assert_eq(r, p);
+  cr_assert_eq(fake_maps + fake_purges + fake_resizes + fake_moves, 0);
+  cr_assert_eq((unsigned char)r[11 * MiB - 1], 0x5a, "its last page is still the resident one");
+  ebb_free(r);
+}
+
+/* A realloc that grows the block into its listed slack takes it off the
+ * list: the decay must not purge what the program now owns. */
+Test(huge, realloc_into_the_slack_is_never_purged_by_the_decay) {
+  char *p = big(11 * MiB);
+  ebb_free(p);
+  uint64_t t0 = fake_now;
+  char *q = ebb_malloc(7 * MiB);
+  cr_assert_eq(q, p);
+  fake_now = t0 + DECAY / 2;
+  char *r = ebb_realloc(q, 9 * MiB + 100);
+  cr_assert_eq(r, p, "grown within its span");
+  cr_assert_eq(fake_maps + fake_resizes + fake_moves, 0);
+  fill(r, 9 * MiB, 5);
+  cr_assert_eq(huge_slack_bytes(), 11 * MiB - align_up(9 * MiB + 100, UNIT_SIZE), "the rest is slack again");
+  fake_now = t0 + DECAY;
+  activity(200);
+  cr_assert_eq(fake_purges, 0, "re-listed at the realloc: not due yet");
+  fake_now = t0 + DECAY / 2 + DECAY;
+  activity(200);
+  cr_assert_eq(fake_purges, 1);
+  cr_assert_eq(check(r, 9 * MiB, 5), SIZE_MAX, "the grown block is intact");
+  cr_assert_not(fake_was_purged(r + 9 * MiB, 100), "its last bytes too");
+  cr_assert(fake_was_purged(r + 11 * MiB - 64 * KiB, 64 * KiB));
+  ebb_free(r);
+}
+
+/* A block moved by realloc leaves its old range: no slack of it stays listed
+ * (the decay would purge a range the kernel may have given someone else). */
+Test(huge, a_moved_block_leaves_no_slack_listed) {
+  char *p = big(11 * MiB);
+  char *other = big(4 * MiB); /* not after p: p's mapping cannot grow in place there, maybe */
+  ebb_free(p);
+  uint64_t t0 = fake_now;
+  char *q = ebb_malloc(7 * MiB);
+  cr_assert_eq(q, p);
+  cr_assert_gt(huge_slack_bytes(), 0);
+  char *r = ebb_realloc(q, 40 * MiB);
+  cr_assert_not_null(r);
+  cr_assert_eq(huge_slack_bytes(), 0, "grown to its exact size: no slack");
+  fake_reset();
+  fake_now = t0 + 10 * DECAY;
+  activity(200);
+  cr_assert_eq(fake_purges, 0, "nothing of the old range is purged");
+  ebb_free(r);
+  ebb_free(other);
+}
+
+/* ebb_trim and the cap reach live blocks' slack too, after the cache. */
+Test(huge, trim_and_the_cap_purge_live_blocks_slack) {
+  char *p = big(11 * MiB), *p2 = big(11 * MiB);
+  ebb_free(p);
+  ebb_free(p2);
+  char *q = ebb_malloc(7 * MiB), *q2 = ebb_malloc(7 * MiB);
+  cr_assert(q && q2);
+  cr_assert_eq(huge_slack_bytes(), 8 * MiB);
+  opt.dirty_max = 5 * MiB;
+  char *r = ebb_malloc(9 * MiB); /* fresh: over the cap with 8 MiB of slack */
+  cr_assert_not_null(r);
+  ebb_free(ebb_malloc(32 * KiB)); /* a slow-path event or two */
+  arena_enforce_cap();
+  cr_assert_leq(huge_slack_bytes(), 4 * MiB, "the cap took the oldest slack");
+  cr_assert(fake_was_purged(q + 7 * MiB, 4 * MiB), "the oldest first");
+  opt.dirty_max = (int64_t)1 << 40;
+  ebb_trim();
+  cr_assert_eq(huge_slack_bytes(), 0);
+  cr_assert(fake_was_purged(q2 + 7 * MiB, 4 * MiB));
+  cr_assert_eq(stats().dirty, 0);
+  ebb_free(q);
+  ebb_free(q2);
+  ebb_free(r);
 }
 
 Test(huge, the_smallest_fitting_block_is_chosen) {
@@ -364,7 +473,7 @@ Test(huge, cached_blocks_are_unmapped_as_each_one_decays) {
  * with explicit times; active bytes go down and up with each block. */
 Test(huge, a_decay_never_skips_a_cached_extent_that_is_due) {
   size_t got, active0 = huge_active_bytes();
-  huge_t *a = huge_new(8 * MiB, 0, &got), *b = huge_new(12 * MiB, 0, &got), *c = huge_new(16 * MiB, 0, &got);
+  huge_t *a = huge_new(8 * MiB, 0, true, 0, &got), *b = huge_new(12 * MiB, 0, true, 0, &got), *c = huge_new(16 * MiB, 0, true, 0, &got);
   cr_assert(a && b && c);
   cr_assert_eq(huge_active_bytes(), active0 + 36 * MiB);
   huge_delete(a, true, 1000);
@@ -377,7 +486,7 @@ Test(huge, a_decay_never_skips_a_cached_extent_that_is_due) {
   cr_assert_eq(huge_cache_decay(1600), 16 * MiB, "c, freed at 1500");
   cr_assert_eq(huge_cache_decay(2000), 12 * MiB, "b, freed at 2000");
   cr_assert_eq(huge_cache_decay(UINT64_MAX - 1), 0, "the cache is empty");
-  huge_t *d = huge_new(4 * MiB, 0, &got);
+  huge_t *d = huge_new(4 * MiB, 0, true, 0, &got);
   cr_assert_not_null(d);
   huge_delete(d, true, 0); /* as a refused growth or registration caches a block: due at the next pass */
   cr_assert_eq(huge_cache_decay(0), 4 * MiB);
