@@ -20,6 +20,13 @@
 # Exit status: the command's (2 for a usage error).
 #
 # Environment: RUN_SUITE_INTERVAL  seconds between progress lines (default 15)
+#              RUN_SUITE_LIMIT     seconds the command may run before it is ended and
+#                                  the suite fails (default 600: the longest suite
+#                                  takes about a minute; a test that hangs, such as
+#                                  a corrupt list walked forever, must fail the run
+#                                  rather than hold it until CI gives up, and
+#                                  Criterion's --timeout does not end a worker
+#                                  stuck in a loop of system calls)
 #              TEST_VERBOSE=1      also copy the output to the terminal as it comes
 #
 # Example:
@@ -32,6 +39,7 @@ if [ $# -lt 5 ] || [ "$4" != -- ]; then usage; fi
 NAME=$1 LOG=$2 DESC=$3
 shift 4
 INTERVAL=${RUN_SUITE_INTERVAL:-15}
+LIMIT=${RUN_SUITE_LIMIT:-600}
 mkdir -p "$(dirname "$LOG")" || exit 2
 
 # The number of tests, from the Criterion program's --list ("suite: 6 tests" lines);
@@ -67,7 +75,7 @@ status() {
     /^\[ *[0-9]+\/[0-9]+[ \]]/ { c = $0; sub(/^\[ */, "", c); sub(/[ \]].*/, "", c); counter = c }
     END {
       if (n) {
-        s = done (total != "" ? "/" total : "") " tests finished"
+        s = (done + 0) (total != "" ? "/" total : "") " tests finished"
         if (failed) s = s " (" failed " failed)"
         r = ""
         for (i = 1; i <= n; i++) if (order[i] in run) { r = r (r == "" ? "" : ", ") order[i]; delete run[order[i]] }
@@ -109,7 +117,13 @@ else
   "$@" </dev/null >"$LOG" 2>&1 &
 fi
 PID=$!
-trap 'kill -TERM -- -"$PID" 2>/dev/null; kill -TERM -- -"${TICK:-0}" 2>/dev/null; echo "$NAME: interrupted after $(elapsed); output so far in $LOG" >&2; exit 130' INT TERM HUP
+trap 'kill -TERM -- -"$PID" 2>/dev/null; kill -TERM -- -"${TICK:-0}" -"${DOG:-0}" 2>/dev/null; echo "$NAME: interrupted after $(elapsed); output so far in $LOG" >&2; exit 130' INT TERM HUP
+TIMEDOUT=$(mktemp "${TMPDIR:-/tmp}/run-suite.XXXXXX") || exit 2
+rm -f "$TIMEDOUT"
+# The watchdog: TERM to the command's group at the limit, KILL 5 s later.
+( sleep "$LIMIT" >/dev/null 2>&1 && { echo "$(status)" >"$TIMEDOUT"; kill -TERM -- -"$PID" 2>/dev/null
+  sleep 5 >/dev/null 2>&1; kill -KILL -- -"$PID" 2>/dev/null; } ) &
+DOG=$!
 TICK=""
 if [ "${TEST_VERBOSE:-0}" != 1 ]; then
   # (sleep gets no terminal output: a sleep left over would hold a pipe open)
@@ -119,7 +133,14 @@ fi
 wait "$PID"
 RC=$?
 [ -n "$TICK" ] && { kill -TERM -- -"$TICK" 2>/dev/null; wait "$TICK" 2>/dev/null; }
+kill -TERM -- -"$DOG" 2>/dev/null
+wait "$DOG" 2>/dev/null
 trap - INT TERM HUP
+if [ -f "$TIMEDOUT" ]; then
+  echo "$NAME: TIMED OUT: ended after $(elapsed), at the limit of $LIMIT s (RUN_SUITE_LIMIT); $(cat "$TIMEDOUT")"
+  rm -f "$TIMEDOUT"
+  [ "$RC" = 0 ] && RC=124
+fi
 
 SYN=$(sed -n 's/^\[====\] \(Synthesis: .*[^ ]\) *$/\1/p' "$LOG" | paste -sd ';' - | sed 's/;/; /g')
 if [ "$RC" = 0 ]; then
