@@ -122,6 +122,30 @@ typedef new_handler_t get_new_handler_t(void);
 typedef void throw_bad_alloc_t(void);
 extern get_new_handler_t _ZSt15get_new_handlerv __attribute__((weak));
 extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn));
+/* What a program's own `throw std::bad_alloc()` refers to: the exception's
+ * storage and throw (the C++ ABI's), std::bad_alloc's type_info, vtable (its
+ * inline constructor stores it) and destructor. In a fully static link these
+ * come out of libstdc++.a when the program throws std::bad_alloc itself, where
+ * std::__throw_bad_alloc comes only with the library code that calls it (a
+ * standard container): such a program aborted (found by a probe). */
+extern void *__cxa_allocate_exception(size_t) __attribute__((weak));
+extern void __cxa_throw(void *, void *, void (*)(void *)) __attribute__((weak, noreturn));
+extern char bad_alloc_type_info[] __asm__("_ZTISt9bad_alloc") __attribute__((weak));
+extern void *bad_alloc_vtable[] __asm__("_ZTVSt9bad_alloc") __attribute__((weak));
+extern void bad_alloc_destroy(void *) __asm__("_ZNSt9bad_allocD1Ev") __attribute__((weak));
+
+/* Throws std::bad_alloc built from its parts, when the program has them all. */
+static void throw_bad_alloc_by_parts(void) {
+  void *(*allocate)(size_t) = __cxa_allocate_exception;
+  void (*throw_it)(void *, void *, void (*)(void *)) = __cxa_throw;
+  char *type = bad_alloc_type_info;
+  void **vtable = bad_alloc_vtable;
+  void (*destroy)(void *) = bad_alloc_destroy;
+  if (!allocate || !throw_it || !type || !vtable || !destroy) return;
+  void **e = allocate(sizeof(void *));
+  e[0] = &vtable[2]; /* the object's vptr: past the offset to top and the type_info */
+  throw_it(e, type, destroy);
+}
 
 static get_new_handler_t *new_handler_getter(void) {
   get_new_handler_t *get = _ZSt15get_new_handlerv;
@@ -140,6 +164,7 @@ static void *new_failed(size_t size, size_t align) {
   throw_bad_alloc_t *bad = _ZSt17__throw_bad_allocv;
   if (!bad) bad = (throw_bad_alloc_t *)os_cxx_symbol("_ZSt17__throw_bad_allocv");
   if (bad) bad();
+  throw_bad_alloc_by_parts();
   ebb_fatal("operator new", "out of memory", NULL);
 }
 

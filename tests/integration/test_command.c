@@ -461,6 +461,24 @@ Test(command, compare_without_gnu_time) {
   }
 }
 
+/* A run too short for the sampler's first read of /proc has no exit figure:
+ * the column shows "-" (when no run of the allocator has one) or the median of
+ * those that do, never a 0 the missing reads made (found by a probe: every row
+ * of `ebb compare -- /bin/true` showed 0.0, as if ebb had returned it all). */
+Test(command, compare_leaves_out_exit_figures_it_could_not_read) {
+  int st = run_cmd(&r, "build/ebb compare -n 3 --allocators glibc,ebb -- /bin/true");
+  cr_assert(exited_with(st, 0), "ebb compare -- /bin/true: %s\n%s%s", describe_status(st), r.out, r.err);
+  const char *names[] = {"glibc", "ebb"};
+  for (size_t i = 0; i < 2; i++) {
+    struct row row = find_row(r.out, names[i]);
+    cr_assert(row.n >= 11, "%s's row:\n%s", names[i], r.out);
+    cr_expect(strcmp(row.w[5], "-") == 0 || atof(row.w[5]) > 0, "%s: exit MiB '%s':\n%s", names[i], row.w[5],
+              r.out);
+  }
+  st = run_cmd(&r, "build/ebb compare -n 1 --time none --allocators glibc -- /bin/true");
+  cr_expect(strstr(r.out, "GNU time not used (--time none)") != NULL, "the legend under --time none:\n%s", r.out);
+}
+
 /* ------------------------------------------------------------------ library, install */
 
 /* ebb_version is public: global in libebb.a after --localize-hidden (it matches ebb_*),

@@ -99,6 +99,14 @@ Test(static_link, cxx_program_fully_static) {
   run_ok("static_cxx_full");
 }
 
+/* No standard container, so no std::__throw_bad_alloc in the link: the
+ * program's own `throw std::bad_alloc()` is what ebb throws with. */
+Test(static_link, cxx_program_fully_static_without_containers_catches_bad_alloc) {
+  build("static_cxx_bare.cpp", "static_cxx_bare", FULL_STATIC "-O1 -Wall -std=c++17");
+  cr_assert_eq(has_interp(tmp_path("static_cxx_bare")), 0, "-static produced a dynamic executable");
+  run_ok("static_cxx_bare");
+}
+
 /* The archive interposes on nothing of libc's: its pthread_create hook (which
  * starts the background thread under EBB_BACKGROUND=auto), ebb_pthread_create,
  * runs for every pthread_create only with -Wl,--wrap=pthread_create
