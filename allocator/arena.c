@@ -341,7 +341,7 @@ static size_t recent_peak(void) {
 void arena_note_peaks(uint64_t now) {
   size_t huge = huge_in_use_bytes(), cached = huge_dirty_bytes();
   note_max(&peak_mapped, atomic_load_explicit(&mapped_total, memory_order_relaxed) + chunk_pool_warm_bytes() +
-                             huge + cached);
+                             huge_active_bytes() + huge_cache_bytes());
   size_t active = atomic_load_explicit(&active_total, memory_order_relaxed) + huge;
   note_max(&peak_active, active);
   note_recent_peak(active, now);

@@ -61,15 +61,14 @@ size_t huge_cache_decay(uint64_t cutoff);
  * at least need bytes went. Bytes. */
 size_t huge_cache_trim(size_t need);
 size_t huge_cache_bytes(void);  /* cached: mapped, resident, dirty */
-size_t huge_active_bytes(void); /* spans of live blocks, their slack included */
+size_t huge_active_bytes(void); /* spans of live blocks: mapped */
+size_t huge_in_use_bytes(void); /* sizes of live blocks: active and allocated */
 size_t huge_slack_bytes(void);  /* live blocks' resident slack: dirty */
-/* What the statistics and the cap count: dirty (cached extents and slack) and
- * in use (spans less their slack); the two add up to what is mapped. */
+/* Dirty as the statistics and the cap count it: cached extents and slack.
+ * Mapped is huge_active_bytes() + huge_cache_bytes(); the part of a span past
+ * its size is dirty while listed as slack, else neither active nor dirty (it
+ * was purged, or never written). */
 EBB_INLINE size_t huge_dirty_bytes(void) { return huge_cache_bytes() + huge_slack_bytes(); }
-EBB_INLINE size_t huge_in_use_bytes(void) {
-  size_t active = huge_active_bytes(), slack = huge_slack_bytes(); /* two loads: may be out of step */
-  return active > slack ? active - slack : 0;
-}
 /* The lock of descriptors and cache, held across fork. */
 void huge_lock_all(void);
 void huge_unlock_all(void);

@@ -19,7 +19,7 @@ static void stats_fill(struct ebb_stats *out) {
   arena_stats_sum(&mapped, &active, &dirty, &purged, &allocated, &arenas);
   size_t huge = huge_in_use_bytes(), cached = huge_dirty_bytes();
   *out = (struct ebb_stats){
-      .mapped = mapped + huge + cached,
+      .mapped = mapped + huge_active_bytes() + huge_cache_bytes(),
       .active = active + huge,
       .dirty = dirty + cached,
       .purged = purged + atomic_load_explicit(&huge_purged, memory_order_relaxed),

@@ -477,20 +477,29 @@ Test(stats_env, stats_calls_are_no_cancellation_points) {
   close(stats_fd);
 }
 
-/* What a large block's shrink in place purges counts in purged (found by a
- * probe: 3,096 such madvise calls left purged at 0). 10 MiB shrunk to 9 MiB:
- * the span's last 1 MiB goes back. */
+/* What a large block's shrink leaves past its size is dirty until it goes
+ * back, and then counts in purged (found by a probe: 3,096 such madvise calls
+ * left purged at 0). 10 MiB shrunk to 9 MiB: the span's last 1 MiB is slack,
+ * which ebb_trim purges; active and allocated stay at the block's size. */
 Test(stats_env, a_large_blocks_purged_slack_counts_in_purged) {
   char *p = malloc(hide_size(10 * MiB));
   cr_assert_not_null(p);
   memset(p, 1, 10 * MiB);
-  struct ebb_stats before, after;
+  struct ebb_stats before, shrunk, after;
   ebb_stats(&before);
   char *q = realloc(p, hide_size(9 * MiB));
-  ebb_stats(&after);
+  ebb_stats(&shrunk);
   cr_assert_eq(q, p, "the shrink moved the block");
-  cr_assert_geq(after.purged - before.purged, 1 * MiB - 64 * KiB, "purged grew by %zu bytes at the shrink",
+  cr_assert_geq(shrunk.dirty, before.dirty + 1 * MiB - 64 * KiB, "the tail counts as dirty");
+  cr_assert_geq(before.allocated - shrunk.allocated, 1 * MiB - 64 * KiB, "allocated went from %zu to %zu",
+                before.allocated, shrunk.allocated);
+  ebb_trim();
+  ebb_stats(&after);
+  cr_assert_geq(after.purged - before.purged, 1 * MiB - 64 * KiB, "purged grew by %zu bytes at the trim",
                 after.purged - before.purged);
+  cr_assert_leq(after.active, shrunk.active, "active grew when the tail went back (ebb_trim may give back empty pages that count as active, never add)");
+  cr_assert_leq(after.allocated, shrunk.allocated + 64 * KiB, "allocated grew from %zu to %zu when the tail went back",
+                shrunk.allocated, after.allocated);
   free(q);
 }
 
