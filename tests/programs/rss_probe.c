@@ -956,6 +956,69 @@ static int mode_trim_count(void) {
   return 0;
 }
 
+/* ---------------------------------------------------------------- reshrink */
+
+/* Two rounds of: grow the live set to 120 MB of 16-4112 B blocks, free
+ * blocks at random down to 5 MB, idle until RSS holds still. A second thread
+ * waits all along, so the background thread runs (EBB_BACKGROUND=auto). The
+ * second round's floor must be the first's: a page whose free granules were
+ * purged, refilled and emptied again down to the same count kept them (found
+ * by a probe: 31.6 MB idle after the first round, 70 MB after each later one,
+ * with 250 MB built). */
+#define RESHRINK_MAX ((size_t)2 << 20)
+static atomic_int reshrink_done;
+static void *reshrink_waiter(void *arg) {
+  (void)arg;
+  while (!atomic_load(&reshrink_done)) sleep_ms(10);
+  return NULL;
+}
+
+/* RSS once it held still for 500 ms (polled), or at 3 s. */
+static size_t settled_rss(void) {
+  size_t r = rss(), low = r;
+  uint64_t t0 = now_ms(), since = t0;
+  while (now_ms() - t0 < 3000 && now_ms() - since < 500) {
+    sleep_ms(POLL_MS);
+    r = rss();
+    if (r + 64 * KiB < low) low = r, since = now_ms();
+  }
+  return low;
+}
+
+static int mode_reshrink(void) {
+  int ebb = on_ebb();
+  void **ps = xmap(RESHRINK_MAX * sizeof(void *));
+  size_t *sz = xmap(RESHRINK_MAX * sizeof(size_t));
+  pthread_t t;
+  if (pthread_create(&t, NULL, reshrink_waiter, NULL)) return printf("error: pthread_create\n"), 2;
+  size_t base = rss(), n = 0, live = 0, idle_rss[2];
+  unsigned s = 3;
+  for (int round = 0; round < 2; round++) {
+    while (live < 120 * MiB && n < RESHRINK_MAX) {
+      s = s * 1103515245 + 12345;
+      size_t z = 16 + (s >> 8) % 4097;
+      char *p = malloc(z);
+      if (!p) return printf("error: malloc\n"), 2;
+      memset(p, 2, z);
+      ps[n] = p, sz[n] = z, n++, live += z;
+    }
+    while (live > 5 * MiB) {
+      s = s * 1103515245 + 12345;
+      size_t i = (s >> 4) % n;
+      free(ps[i]);
+      live -= sz[i];
+      ps[i] = ps[n - 1], sz[i] = sz[n - 1], n--;
+    }
+    idle_rss[round] = settled_rss();
+  }
+  atomic_store(&reshrink_done, 1);
+  pthread_join(t, NULL);
+  printf("ebb=%d floor1_mib=%.1f floor2_mib=%.1f live_mib=%.1f\n", ebb, smib(idle_rss[0], base), smib(idle_rss[1], base),
+         mib(live));
+  for (size_t i = 0; i < n; i++) free(ps[i]);
+  return 0;
+}
+
 /* ---------------------------------------------------------------- main */
 
 int main(int argc, char **argv) {
@@ -966,6 +1029,7 @@ int main(int argc, char **argv) {
                         argc >= 4 && strcmp(argv[3], "busy") == 0);
   if (argc >= 2 && strcmp(argv[1], "large") == 0) return mode_large();
   if (argc >= 2 && strcmp(argv[1], "trim_count") == 0) return mode_trim_count();
+  if (argc >= 2 && strcmp(argv[1], "reshrink") == 0) return mode_reshrink();
   if (argc >= 2 && strcmp(argv[1], "sparse") == 0) return mode_sparse();
   if (argc >= 2 && strcmp(argv[1], "large_only") == 0) return mode_large_only();
   if (argc >= 2 && strcmp(argv[1], "fork") == 0) return mode_fork();
