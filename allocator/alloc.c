@@ -471,6 +471,8 @@ static void *realloc_in(arena_t *a, void *p, size_t size, bool first_class) {
     if (size > old) { /* grown (in place or moved by the kernel): a peak, and the auto cap shrinks */
       arena_note_peaks(now);
       arena_cap_after_growth();
+    } else if (size < old) { /* its tail is dirty now (slack, or cached regions): the cap applies at once */
+      arena_enforce_cap();
     }
     return h->user;
   }

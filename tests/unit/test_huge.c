@@ -683,6 +683,18 @@ Test(huge, a_shrink_caches_no_region_that_went_back) {
   ebb_free(q);
 }
 
+/* A shrink's tail is dirty at once, so the cap applies at once (found by a
+ * probe: 20 blocks of 7 MiB shrunk to 2.5 MiB under EBB_DIRTY_MAX=0 kept 90
+ * MB dirty until an unrelated malloc). */
+Test(huge, a_shrink_over_the_cap_goes_back_at_once) {
+  opt.dirty_max = 1 * MiB;
+  char *p = big(7 * MiB);
+  cr_assert_eq(ebb_realloc(p, 5 * MiB / 2), p);
+  cr_assert_leq(stats().dirty, 1 * MiB, "dirty %zu KiB over a 1 MiB cap", stats().dirty / KiB);
+  cr_assert(fake_was_purged(p + 5 * MiB / 2 + 64 * KiB, 4 * MiB), "the tail went back");
+  ebb_free(p);
+}
+
 /* The same at the free: a block whose slack went back is cached without it. */
 Test(huge, a_free_caches_no_tail_that_went_back) {
   char *p = big(20 * MiB);
