@@ -237,7 +237,15 @@ size_t os_page_size(void) {
   return n > 0 ? (size_t)n : OS_PAGE;
 }
 
+/* A set-user-ID or set-group-ID program (or one with file capabilities) runs
+ * with the kernel's AT_SECURE set: there ebb reads none of the environment,
+ * as glibc ignores its own MALLOC_* settings, so an unprivileged caller can
+ * neither change its decay and cap nor have its stats written (found by a
+ * probe: EBB_STATS and EBB_VERBOSE took effect in a set-user-ID program). */
+static bool environment_untrusted(void) { return getauxval(AT_SECURE) != 0; }
+
 const char *os_getenv(const char *name) {
+  if (environment_untrusted()) return NULL;
   size_t n = strlen(name);
   for (char **e = environ; e && *e; e++)
     if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
@@ -313,7 +321,7 @@ uint64_t os_random_seed(void) {
   return r ^ (uint64_t)(uintptr_t)&r ^ os_now_ms();
 }
 
-const char *os_environ_at(size_t i) { return environ ? environ[i] : NULL; }
+const char *os_environ_at(size_t i) { return environ && !environment_untrusted() ? environ[i] : NULL; }
 
 /* The start of a /proc file into buf, NUL-terminated; its length, 0 if unreadable. */
 static size_t read_proc(const char *path, char *buf, size_t size) {
@@ -390,7 +398,11 @@ static bool read_self_stat(char *state, unsigned long *threads) {
 bool os_only_thread_left(void) {
   char state;
   unsigned long threads;
-  if (!read_self_stat(&state, &threads)) return false;
+  /* Unreadable (no descriptor left, /proc masked or absent): not known, and
+   * taken as yes, so that the background thread ends: kept running, it kept
+   * a process whose main() had called pthread_exit alive for good (found by
+   * a probe). The program's next pthread_create starts it again. */
+  if (!read_self_stat(&state, &threads)) return true;
   /* the first thread, gone with pthread_exit, stays a zombie in the count
    * until the last thread ends */
   return threads == 1 || (threads == 2 && state == 'Z');

@@ -43,6 +43,13 @@ Test(bgthread, main_pthread_exit_ends_with_the_last_thread_bg_from_start) {
   bg_case("exit", "1", "worker done");
 }
 Test(bgthread, main_pthread_exit_alone_ends_at_once) { bg_case("exit-alone", "1", "main gone"); }
+/* Where /proc/self/stat cannot be read (no descriptor left, /proc masked) the
+ * background thread cannot tell whether it is the last thread: it ends, and
+ * the process with it (it ran on, and the process hung; found by a probe). */
+Test(bgthread, main_pthread_exit_ends_where_proc_cannot_be_read) { bg_case("exit-nofile", "auto", "worker done"); }
+Test(bgthread, main_pthread_exit_ends_where_proc_cannot_be_read_bg_from_start) {
+  bg_case("exit-nofile", "1", "worker done");
+}
 
 /* The background thread blocks every signal: a blocked SIGUSR1 sent to the
  * process killed it (the background thread took it with the default action). */

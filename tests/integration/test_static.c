@@ -10,7 +10,9 @@
 #include <elf.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "ebb.h"
 #include "helpers.h"
@@ -105,6 +107,25 @@ Test(static_link, cxx_program_fully_static_without_containers_catches_bad_alloc)
   build("static_cxx_bare.cpp", "static_cxx_bare", FULL_STATIC "-O1 -Wall -std=c++17");
   cr_assert_eq(has_interp(tmp_path("static_cxx_bare")), 0, "-static produced a dynamic executable");
   run_ok("static_cxx_bare");
+}
+
+/* A set-user-ID program reads no EBB_* variable (AT_SECURE), as glibc ignores
+ * its MALLOC_* settings there: an unprivileged caller must not change its
+ * decay or have its stats written (found by a probe). Needs root, to make the
+ * program set-user-ID to nobody; the same binary without the bit prints
+ * ebb's settings, so the variable does reach a program. */
+Test(static_link, a_set_user_id_program_ignores_ebb_settings) {
+  if (geteuid() != 0) cr_skip_test("needs root to make a set-user-ID program");
+  build("suid_env.c", "suid_env", "-O1 -Wall");
+  int st = run_cmd(&r, "EBB_VERBOSE=1 EBB_DECAY_MS=7 '%s/suid_env'", tmp_dir());
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "suid_env: %s\n%s%s", describe_status(st), r.out, r.err);
+  cr_assert(strstr(r.err, "EBB_DECAY_MS=7"), "without the set-user-ID bit, EBB_VERBOSE shows the settings:\n%s", r.err);
+  st = run_cmd(&r, "cd '%s' && cp suid_env suid_env_s && chown nobody suid_env_s && chmod 4755 suid_env_s", tmp_dir());
+  cr_assert_eq(st, 0, "making suid_env set-user-ID: %s", r.err);
+  st = run_cmd(&r, "EBB_VERBOSE=1 EBB_DECAY_MS=7 EBB_STATS=1 '%s/suid_env_s'", tmp_dir());
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "suid_env_s: %s\n%s%s", describe_status(st), r.out, r.err);
+  if (strstr(r.out, "euid=0")) cr_skip_test("the file system ignores the set-user-ID bit (nosuid)");
+  cr_assert(strstr(r.err, "ebb") == NULL, "a set-user-ID program took EBB_* settings:\n%s", r.err);
 }
 
 /* The archive interposes on nothing of libc's: its pthread_create hook (which

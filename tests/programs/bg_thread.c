@@ -2,10 +2,14 @@
  * (found by a probe): it must not keep a process alive whose main() called
  * pthread_exit, and must not take a signal the program blocked to wait for it.
  *
- * Usage: bg_thread exit|exit-alone|sigwait
+ * Usage: bg_thread exit|exit-nofile|exit-alone|sigwait
  *   exit:        a worker mallocs and prints, main() calls pthread_exit: the
  *                process must end with status 0 once the worker has (POSIX),
  *                its output flushed;
+ *   exit-nofile: the same, the worker lowering RLIMIT_NOFILE to 3 before it
+ *                ends: the background thread can open no file (/proc among
+ *                them) and must end all the same (it ran on for good, and the
+ *                process with it; found by a probe);
  *   exit-alone:  main() calls pthread_exit at once (with EBB_BACKGROUND=1 the
  *                background thread is then the only thread left);
  *   sigwait:     a helper thread with every signal blocked starts first (so the
@@ -19,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static void *worker(void *arg) {
@@ -28,6 +33,14 @@ static void *worker(void *arg) {
   usleep(50 * 1000); /* main is gone by now */
   puts(p);
   free(p);
+  return NULL;
+}
+
+static void *worker_nofile(void *arg) {
+  worker(arg);
+  struct rlimit r = {3, 3};
+  fflush(stdout);
+  setrlimit(RLIMIT_NOFILE, &r);
   return NULL;
 }
 
@@ -48,6 +61,11 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "exit") == 0) {
     pthread_t t;
     if (pthread_create(&t, NULL, worker, NULL) != 0) return 2;
+    pthread_exit(NULL);
+  }
+  if (strcmp(argv[1], "exit-nofile") == 0) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker_nofile, NULL) != 0) return 2;
     pthread_exit(NULL);
   }
   if (strcmp(argv[1], "exit-alone") == 0) {
