@@ -645,15 +645,21 @@ Test(huge, realloc_shrink_within_a_region_keeps_the_span) {
 /* A tail that went back is not purged, nor counted in `purged`, again by
  * later shrinks (found by a probe: each 8 KiB shrink purged and counted the
  * same 3 MiB again); only what the shrink itself gives up is. */
-Test(huge, a_shrink_purges_no_byte_twice) {
+/* A 17 MiB block in a cached 20 MiB extent, its 3 MiB slack gone back (ebb_trim). */
+static char *block_whose_slack_went_back(void) {
   char *p = big(20 * MiB);
   ebb_free(p);
   char *q = ebb_malloc(17 * MiB); /* 20 <= 17 * 1.25: taken whole, 3 MiB of slack */
   cr_assert_eq(q, p);
   ebb_trim();
-  cr_assert(fake_was_purged(p + 17 * MiB, 3 * MiB));
-  size_t purged = stats().purged;
+  cr_assert(fake_was_purged(q + 17 * MiB, 3 * MiB));
   fake_reset();
+  return q;
+}
+
+Test(huge, a_shrink_purges_no_byte_twice) {
+  char *q = block_whose_slack_went_back();
+  size_t purged = stats().purged;
   cr_assert_eq(ebb_realloc(q, 17 * MiB - 128 * KiB), q);
   cr_assert(fake_was_purged(q + 17 * MiB - 128 * KiB, 128 * KiB), "what the shrink gave up went back");
   cr_assert_eq(fake_purged_bytes, 128 * KiB, "and nothing else");
@@ -666,13 +672,8 @@ Test(huge, a_shrink_purges_no_byte_twice) {
  * part of the span whose slack already went back is unmapped (the cache would
  * count it as dirty; found by a probe: 4.19 MB dirty, none of it resident). */
 Test(huge, a_shrink_caches_no_region_that_went_back) {
-  char *p = big(20 * MiB);
-  ebb_free(p);
-  char *q = ebb_malloc(17 * MiB); /* 20 <= 17 * 1.25: taken whole, 3 MiB of slack */
-  cr_assert_eq(q, p);
-  ebb_trim(); /* the slack [17, 20) MiB goes back */
+  char *q = block_whose_slack_went_back(); /* [17, 20) MiB went back */
   size_t purged = stats().purged;
-  fake_reset();
   cr_assert_eq(ebb_realloc(q, 5 * MiB), q);
   cr_assert_eq(huge_cache_bytes(), 9 * MiB, "[8, 17) MiB is cached");
   cr_assert_eq(huge_slack_bytes(), 3 * MiB, "[5, 8) MiB is the block's slack");
@@ -697,11 +698,7 @@ Test(huge, a_shrink_over_the_cap_goes_back_at_once) {
 
 /* The same at the free: a block whose slack went back is cached without it. */
 Test(huge, a_free_caches_no_tail_that_went_back) {
-  char *p = big(20 * MiB);
-  ebb_free(p);
-  char *q = ebb_malloc(17 * MiB);
-  cr_assert_eq(q, p);
-  ebb_trim();
+  char *q = block_whose_slack_went_back(), *p = q;
   size_t purged = stats().purged;
   ebb_free(q);
   cr_assert_eq(huge_cache_bytes(), 17 * MiB, "the block's own 17 MiB is cached");
