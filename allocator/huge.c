@@ -76,6 +76,14 @@ static size_t cache_unmap_at(unsigned i) {
   return len;
 }
 
+/* The bytes of [0, end) past a block of `size`, from the unit after its
+ * size on, when that is more than a unit (less is not worth a purge); else 0.
+ * What a block's slack is, and what purge_slack purges. */
+static size_t tail_past(size_t size, size_t end) {
+  size_t from = align_up(size, UNIT_SIZE);
+  return end > from + UNIT_SIZE ? end - from : 0;
+}
+
 /* ------------------------------------------------------------ slack (lock held) */
 
 /* Blocks whose span's tail past their size is resident, oldest first (each
@@ -89,11 +97,10 @@ static void lower_oldest(uint64_t since) {
     atomic_store_explicit(&oldest_since, since, memory_order_relaxed);
 }
 
-/* Lists h's span past its size when that is more than a unit (as purge_slack
- * would purge it). h->user, size and span are set. */
+/* Lists h's span past its size (tail_past). h->user, size and span are set. */
 static void slack_add(huge_t *h, uint64_t now) {
-  size_t from = align_up(h->size, UNIT_SIZE);
-  if (h->span <= from + UNIT_SIZE) return;
+  size_t tail = tail_past(h->size, h->span);
+  if (!tail) return;
   h->slack_since = now;
   h->snext = NULL;
   h->sprev = slack_tail;
@@ -102,8 +109,8 @@ static void slack_add(huge_t *h, uint64_t now) {
   else
     slack_head = h;
   slack_tail = h;
-  plain_add(&slack_bytes, h->span - from);
-  atomic_store_explicit(&h->slack, h->span - from, memory_order_relaxed);
+  plain_add(&slack_bytes, tail);
+  atomic_store_explicit(&h->slack, tail, memory_order_relaxed);
   lower_oldest(now);
 }
 
@@ -122,11 +129,18 @@ static void slack_remove(huge_t *h) {
   atomic_store_explicit(&h->slack, 0, memory_order_release);
 }
 
-static size_t slack_purge(huge_t *h) {
+/* Purges the oldest listed slack, then lets the lock go for a moment: each
+ * purge is a system call over MiBs, and the list has no bound (a probe's
+ * ebb_trim of 500 blocks' slack, 265 MB, held another thread's large malloc
+ * for 18 ms). */
+static size_t slack_purge_oldest(void) {
+  huge_t *h = slack_head;
   size_t bytes = h->slack;
   os_purge(h->user + h->span - bytes, bytes, false);
   plain_add(&huge_purged, bytes);
   slack_remove(h);
+  spin_unlock(&lock);
+  spin_lock(&lock);
   return bytes;
 }
 
@@ -226,16 +240,9 @@ size_t huge_cache_decay(uint64_t cutoff) {
       bytes += cache_unmap_at(i);
     else
       i++;
-  /* Listed in the order of their times, but for threads' clocks read a
-   * moment apart: the first one not due ends the walk, and bounds the rest.
-   * The lock is let go between two purges, each a system call over MiBs: the
-   * list has no bound (a probe's ebb_trim of 500 blocks' slack, 265 MB, held
-   * another thread's malloc for 18 ms). */
-  while (slack_head && slack_head->slack_since <= cutoff) {
-    bytes += slack_purge(slack_head);
-    spin_unlock(&lock);
-    spin_lock(&lock);
-  }
+  /* listed in the order of their times, but for threads' clocks read a
+   * moment apart: the first one not due ends the walk, and bounds the rest */
+  while (slack_head && slack_head->slack_since <= cutoff) bytes += slack_purge_oldest();
   /* the bound from what is there now, extents cached meanwhile included */
   for (unsigned i = 0; i < ncache; i++)
     if (cache[i].since < oldest) oldest = cache[i].since;
@@ -249,11 +256,7 @@ size_t huge_cache_trim(size_t need) {
   size_t bytes = 0;
   spin_lock(&lock);
   while (bytes < need && ncache) bytes += cache_unmap_at(cache_oldest());
-  while (bytes < need && slack_head) { /* the lock let go between two, as in huge_cache_decay */
-    bytes += slack_purge(slack_head);
-    spin_unlock(&lock);
-    spin_lock(&lock);
-  }
+  while (bytes < need && slack_head) bytes += slack_purge_oldest();
   spin_unlock(&lock);
   return bytes;
 }
@@ -273,10 +276,9 @@ static bool page_bytes(size_t size, size_t *out) {
  * were missing from ebb_stats' purged: found by a probe, 0 B purged after
  * 3,096 such madvise calls). */
 static size_t purge_slack(char *user, size_t size, size_t span) {
-  size_t from = align_up(size, UNIT_SIZE);
-  if (span <= from + UNIT_SIZE) return 0;
-  os_purge(user + from, span - from, false);
-  return span - from;
+  size_t tail = tail_past(size, span);
+  if (tail) os_purge(user + span - tail, tail, false);
+  return tail;
 }
 
 /* A fresh aligned range of span bytes for a block to move to, its registry
@@ -394,12 +396,11 @@ void huge_delete(huge_t *h, bool keep, uint64_t now) {
   /* A tail past the size that is not listed went back already (the decay,
    * ebb_trim or a shrink purged it, and counted it in purged): unmapped, not
    * cached, where the cache would count it as dirty (found by a probe). */
-  size_t from = align_up(h->size, UNIT_SIZE);
-  size_t cold = !listed && h->span > from + UNIT_SIZE ? h->span - from : 0;
+  size_t cold = listed ? 0 : tail_past(h->size, h->span);
   plain_add(&active_bytes, -h->span);
   plain_add(&size_bytes, -h->size);
   if (keep) {
-    if (cold) os_unmap(h->user + from, cold);
+    if (cold) os_unmap(h->user + h->span - cold, cold);
     cache_insert(h->user, h->span - cold, h->map_id, now);
   } else {
     os_unmap(h->user, h->span);
@@ -492,11 +493,10 @@ static bool shrink(huge_t *h, size_t need, size_t warm, bool keep, uint64_t now)
     if (keep) return true;
     warm = h->span;
   }
-  size_t from = align_up(need, UNIT_SIZE);
-  if (warm > from + UNIT_SIZE) {
-    os_purge(h->user + from, warm - from, false);
+  size_t purged = purge_slack(h->user, need, warm);
+  if (purged) {
     spin_lock(&lock);
-    plain_add(&huge_purged, warm - from);
+    plain_add(&huge_purged, purged);
     spin_unlock(&lock);
   }
   return false;
@@ -517,11 +517,11 @@ static bool slack_unlist(huge_t *h) {
 bool huge_resize(huge_t *h, size_t size, bool keep, uint64_t now) {
   size_t need;
   if (!page_bytes(size, &need)) return false;
-  size_t old = h->size, from = align_up(old, UNIT_SIZE);
+  size_t old = h->size;
   bool listed = slack_unlist(h), grew = need > h->span;
   /* Where the part of the span that may be resident ends: the span's end,
    * unless its tail past the size went back (a slack the decay took). */
-  size_t warm = listed || h->span <= from + UNIT_SIZE ? h->span : from;
+  size_t warm = h->span - (listed ? 0 : tail_past(old, h->span));
   if (grew && !grow(h, need)) {
     if (listed) {
       spin_lock(&lock);
