@@ -51,7 +51,8 @@ __attribute__((noreturn)) void os_abort(void);
 void os_yield(void);             /* sched_yield: a spin lock's back-off */
 void os_sleep_ms(uint64_t ms);   /* nanosleep; only the background thread sleeps */
 /* Whether the calling thread is the process's last live one (/proc/self/stat;
- * true if unreadable, so that the background thread ends). Background thread only. */
+ * true if unreadable, so that the background thread ends). Background thread only,
+ * and only once the first thread is gone or unknown (thread.c: main_thread_state). */
 bool os_only_thread_left(void);
 /* A full memory barrier on every thread of the process (membarrier's private
  * expedited command: running threads get an interrupt, others are past a

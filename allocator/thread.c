@@ -54,9 +54,21 @@ static __thread uint8_t thread_keyed_at_start __attribute__((tls_model("initial-
  * gcc dropped the store of 1 before the call. */
 static __thread volatile uint8_t thread_keying __attribute__((tls_model("initial-exec")));
 
+/* Whether the process's first thread is alive, as ebb saw it: its exit key
+ * holds its arena from its first allocation on (MAIN_ALIVE), and its
+ * destructor runs when that thread calls pthread_exit (MAIN_GONE): exit() or
+ * a return from main() end the whole process. While it is alive the
+ * background thread cannot be the last one and reads no /proc file: its open
+ * took the lowest free descriptor for a moment, so a program's close(0) and
+ * open() got another number about once in 20,000 tries (found by a probe). */
+enum { MAIN_UNKNOWN, MAIN_ALIVE, MAIN_GONE };
+static atomic_int main_thread_state;
+static __thread uint8_t thread_is_main __attribute__((tls_model("initial-exec")));
+
 static void thread_exit(void *arg) {
   arena_t *a = arg;
   thread_gone = 1;
+  if (thread_is_main) atomic_store_explicit(&main_thread_state, MAIN_GONE, memory_order_release);
   if (a == &arena_none) return; /* keyed at start, never bound an arena */
   owner_enter(a); /* not while another thread takes its pages back */
   /* first: a taker that swapped the free key away restores it under the lock,
@@ -108,7 +120,12 @@ arena_t *thread_arena(void) {
   atomic_fetch_add_explicit(&threads_seen, 1, memory_order_relaxed);
   /* may call malloc (a second-level key block): the arena is already set */
   if (thread_keying) return a; /* thread_trampoline keys and shows it */
-  if (os_exit_key_set(a) && (thread_keyed_at_start || os_is_main_thread())) thread_show_owner(a);
+  if (!os_exit_key_set(a)) return a;
+  if (!thread_keyed_at_start && os_is_main_thread()) {
+    thread_is_main = 1;
+    atomic_store_explicit(&main_thread_state, MAIN_ALIVE, memory_order_release);
+  }
+  if (thread_keyed_at_start || thread_is_main) thread_show_owner(a);
   return a;
 }
 
@@ -139,13 +156,17 @@ static void fork_parent(void) {
 static void fork_child(void) {
   spin_fork_holder = 0;
   arena_fork_child();
+  /* the forking thread is the child's first thread; known alive only if it
+   * was the parent's (its key was set at its first allocation there) */
+  atomic_store(&main_thread_state, thread_is_main ? MAIN_ALIVE : MAIN_UNKNOWN);
   atomic_store(&bg_state, 0);
   if (opt.background == 1) thread_background_start();
 }
 
 /* ------------------------------------------------------------ background thread */
 
-/* Ends once it is the last thread: a program whose main() called
+/* Ends once it is the last thread (asked of /proc only once the first thread
+ * called pthread_exit, or was never seen): a program whose main() called
  * pthread_exit ends when its last thread does (glibc's exit(0) in that
  * thread), and this thread must not be that one forever (found by a probe: the
  * process never exited, and Python's test_threading hung). Returning runs
@@ -157,7 +178,8 @@ static void *background_main(void *arg) {
     if (period < 10) period = 10;
     if (period > 100) period = 100;
     os_sleep_ms(period);
-    if (os_only_thread_left()) break;
+    if (atomic_load_explicit(&main_thread_state, memory_order_acquire) != MAIN_ALIVE && os_only_thread_left())
+      break;
     arena_purge_background(os_now_ms());
   }
   atomic_store(&bg_state, 0);

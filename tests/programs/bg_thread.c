@@ -2,7 +2,7 @@
  * (found by a probe): it must not keep a process alive whose main() called
  * pthread_exit, and must not take a signal the program blocked to wait for it.
  *
- * Usage: bg_thread exit|exit-nofile|exit-alone|sigwait
+ * Usage: bg_thread exit|exit-nofile|exit-alone|sigwait|fds
  *   exit:        a worker mallocs and prints, main() calls pthread_exit: the
  *                process must end with status 0 once the worker has (POSIX),
  *                its output flushed;
@@ -15,7 +15,13 @@
  *   sigwait:     a helper thread with every signal blocked starts first (so the
  *                background thread starts, with EBB_BACKGROUND=auto), then
  *                main blocks SIGUSR1, sends it to the process and sigwaits:
- *                it must arrive there, not kill the process.
+ *                it must arrive there, not kill the process;
+ *   fds:         a helper thread sleeps (so the background thread runs, with
+ *                EBB_BACKGROUND=auto) while main closes descriptor 0 and
+ *                opens /dev/null again, 1.5 s long: POSIX gives it the lowest
+ *                free number, 0, every time. The background thread took that
+ *                number for its own open of /proc/self/stat now and then
+ *                (about once in 20,000 tries; found by a probe).
  * Prints what happened; exits 0 on success. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -23,7 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 static void *worker(void *arg) {
@@ -52,6 +60,19 @@ static void *quiet_helper(void *arg) {
   free(malloc(64));
   pause(); /* never woken: every signal is blocked */
   return NULL;
+}
+
+static void *sleeper(void *arg) {
+  (void)arg;
+  free(malloc(64));
+  pause();
+  return NULL;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 int main(int argc, char **argv) {
@@ -86,6 +107,25 @@ int main(int argc, char **argv) {
     printf("sigwait got %d\n", sig);
     fflush(stdout);
     _exit(0); /* the helper sleeps on */
+  }
+  if (strcmp(argv[1], "fds") == 0) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, sleeper, NULL) != 0) return 2;
+    long tries = 0, wrong = 0;
+    double end = now_s() + 1.5;
+    while (now_s() < end) {
+      for (int i = 0; i < 1000; i++, tries++) {
+        close(0);
+        int fd = open("/dev/null", O_RDONLY);
+        if (fd != 0) {
+          wrong++;
+          if (fd > 0) close(fd);
+        }
+      }
+    }
+    printf("opens %ld, another number than 0: %ld\n", tries, wrong);
+    fflush(stdout);
+    _exit(wrong ? 1 : 0); /* the helper sleeps on */
   }
   return 2;
 }
