@@ -7,7 +7,7 @@
 #include "registry.h"
 
 _Atomic size_t huge_purged;
-static _Atomic size_t active_bytes, cache_bytes, slack_bytes, size_bytes;
+static _Atomic size_t active_bytes, cache_bytes, slack_bytes, size_bytes, block_count;
 
 #define DESC_SLAB ((size_t)64 << 10)
 static spinlock_t lock;   /* descriptors and cache */
@@ -33,9 +33,10 @@ size_t huge_cache_bytes(void) { return atomic_load_explicit(&cache_bytes, memory
 size_t huge_active_bytes(void) { return atomic_load_explicit(&active_bytes, memory_order_relaxed); }
 size_t huge_slack_bytes(void) { return atomic_load_explicit(&slack_bytes, memory_order_relaxed); }
 size_t huge_in_use_bytes(void) { return atomic_load_explicit(&size_bytes, memory_order_relaxed); }
+size_t huge_blocks(void) { return atomic_load_explicit(&block_count, memory_order_relaxed); }
 
-/* The five counts (cache_bytes, active_bytes, slack_bytes, size_bytes,
- * huge_purged) are written only
+/* The six counts (cache_bytes, active_bytes, slack_bytes, size_bytes,
+ * block_count, huge_purged) are written only
  * under the lock, so with plain_add, no locked instruction (readers load them
  * relaxed): a large malloc/free pair ran seven locked instructions, each
  * waiting for the stores before it. */
@@ -315,6 +316,7 @@ huge_t *huge_new(size_t size, size_t align, bool keep, uint64_t now, size_t *reu
     base = cache_take((unsigned)i, span);
     plain_add(&active_bytes, span); /* taken back below if the registry refuses it */
     plain_add(&size_bytes, need);
+    plain_add(&block_count, 1);
     relaxed_store(h->user, base);
     relaxed_store(h->size, need);
     h->span = span;
@@ -373,7 +375,7 @@ huge_t *huge_new(size_t size, size_t align, bool keep, uint64_t now, size_t *reu
   if (!base || !registry_set(base, tagged(h))) {
     spin_lock(&lock);
     if (atomic_load_explicit(&h->slack, memory_order_relaxed)) slack_remove(h);
-    if (i >= 0) plain_add(&active_bytes, -span), plain_add(&size_bytes, -need);
+    if (i >= 0) plain_add(&active_bytes, -span), plain_add(&size_bytes, -need), plain_add(&block_count, -1);
     if (base) cache_insert(base, span, map_id, 0); /* decays at the next pass */
     desc_delete_locked(h);
     spin_unlock(&lock);
@@ -383,6 +385,7 @@ huge_t *huge_new(size_t size, size_t align, bool keep, uint64_t now, size_t *reu
     spin_lock(&lock);
     plain_add(&active_bytes, span);
     plain_add(&size_bytes, need);
+    plain_add(&block_count, 1);
     spin_unlock(&lock);
   }
   return h;
@@ -399,6 +402,7 @@ void huge_delete(huge_t *h, bool keep, uint64_t now) {
   size_t cold = listed ? 0 : tail_past(h->size, h->span);
   plain_add(&active_bytes, -h->span);
   plain_add(&size_bytes, -h->size);
+  plain_add(&block_count, -1);
   if (keep) {
     if (cold) os_unmap(h->user + h->span - cold, cold);
     cache_insert(h->user, h->span - cold, h->map_id, now);

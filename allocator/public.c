@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "fmt.h"
+#include "huge.h"
 
 #define ALIAS(name) __attribute__((alias(#name), used, visibility("default")))
 
@@ -51,12 +52,23 @@ EBB_EXPORT void malloc_stats(void) { ebb_stats_print(2, EBB_STATS_SUMMARY); }
 EBB_EXPORT struct mallinfo2 mallinfo2(void) {
   struct ebb_stats s;
   ebb_stats(&s);
+  /* Shaped as glibc's, so that its usual sums mean the same: arena is what
+   * the heaps hold (ebb's chunks and the large-block cache), hblkhd and hblks
+   * the live large blocks, each mapped on its own, uordblks the bytes in live
+   * blocks outside them: arena + hblkhd is everything mapped, uordblks +
+   * hblkhd what live blocks take. hblkhd was the whole mapping, as arena was,
+   * so that arena + hblkhd counted it twice (found by a probe). keepcost:
+   * what malloc_trim returns, the dirty bytes. Read apart from ebb_stats
+   * while other threads run: each is kept within the one it is part of. */
+  size_t large = huge_active_bytes(), large_live = huge_in_use_bytes();
   struct mallinfo2 m = {0};
-  m.arena = s.mapped;
-  m.uordblks = s.allocated;
-  m.fordblks = s.mapped > s.allocated ? s.mapped - s.allocated : 0;
+  m.hblkhd = large < s.mapped ? large : s.mapped;
+  m.hblks = huge_blocks();
+  m.arena = s.mapped - m.hblkhd;
+  m.uordblks = s.allocated > large_live ? s.allocated - large_live : 0;
+  if (m.uordblks > m.arena) m.uordblks = m.arena;
+  m.fordblks = m.arena - m.uordblks;
   m.keepcost = s.dirty;
-  m.hblkhd = s.mapped;
   return m;
 }
 
@@ -71,6 +83,7 @@ EBB_EXPORT struct mallinfo mallinfo(void) {
   m.fordblks = clamp_int(m2.fordblks);
   m.keepcost = clamp_int(m2.keepcost);
   m.hblkhd = clamp_int(m2.hblkhd);
+  m.hblks = clamp_int(m2.hblks);
   return m;
 }
 

@@ -220,7 +220,7 @@ static void json(fmt_t *f, int fd, const struct ebb_stats *s, const class_stat_t
 /* One buffer of PIPE_BUF bytes: the summary goes out in one write, which a
  * pipe does not interleave with other processes' output. */
 EBB_EXPORT void ebb_stats_print(int fd, int level) {
-  if (level <= 0) return;
+  if (level <= 0 || level > EBB_STATS_JSON) return; /* no such level: nothing, as level 0 */
   struct ebb_stats s;
   ebb_stats(&s);
   class_stat_t cls[NCLASSES] = {{0}};

@@ -69,7 +69,8 @@ void ebb_arena_destroy(ebb_arena_t *a);
 struct ebb_stats {
   size_t mapped;          /* bytes currently mapped (chunks and large blocks) */
   size_t active;          /* bytes in pages and large blocks serving live blocks */
-  size_t dirty;           /* freed bytes still resident, waiting for decay */
+  size_t dirty;           /* freed bytes still resident, waiting for decay (not the free blocks of
+                             pages that still hold live ones: those count in active) */
   size_t purged;          /* bytes returned to the kernel since start (cumulative) */
   size_t allocated;       /* bytes in live blocks (usable sizes), approximate; allocated <= active <= mapped */
   uint64_t mmap_calls;    /* mmap calls since start */
@@ -98,7 +99,7 @@ void ebb_stats(struct ebb_stats *out);
 #define EBB_STATS_CLASSES 2 /* the summary and a table per size class in use (EBB_STATS=2) */
 #define EBB_STATS_JSON 3    /* all of it as one JSON object on one line, bytes as numbers (EBB_STATS=json) */
 /* Writes the stats to fd at the given level (what EBB_STATS prints at exit);
- * level 0 writes nothing. Never allocates. */
+ * level 0, or any level not above, writes nothing. Never allocates. */
 void ebb_stats_print(int fd, int level);
 
 /* Returns all dirty memory of all arenas to the kernel now. Returns the number

@@ -411,6 +411,9 @@ Test(stats_env, stats_print_levels_in_process) {
   cr_assert_eq(pipe(p), 0);
   void *keep = malloc(hide_size(48));
   ebb_stats_print(p[1], 0);
+  ebb_stats_print(p[1], -1);
+  ebb_stats_print(p[1], EBB_STATS_JSON + 1); /* no such level: nothing (it printed the summary) */
+  ebb_stats_print(p[1], 100);
   ebb_stats_print(p[1], EBB_STATS_JSON);
   close(p[1]);
   static char buf[1 << 16];
@@ -419,7 +422,8 @@ Test(stats_env, stats_print_levels_in_process) {
   while ((k = read(p[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)k;
   close(p[0]);
   buf[n] = 0;
-  cr_assert(n > 2 && buf[0] == '{' && buf[n - 1] == '\n', "level 0 writes nothing, json one line:\n%s", buf);
+  cr_assert(n > 2 && buf[0] == '{' && buf[n - 1] == '\n' && !memchr(buf, '\n', n - 1),
+            "levels 0, -1, 4 and 100 write nothing, json one line:\n%s", buf);
   struct ebb_stats s;
   ebb_stats(&s);
   cr_assert_geq(s.peak_allocated, s.allocated);
@@ -428,6 +432,39 @@ Test(stats_env, stats_print_levels_in_process) {
   cr_assert_geq(s.threads, 1);
   cr_assert_gt(s.resident, 0);
   free(keep);
+}
+
+/* mallinfo2 is shaped as glibc's: a large block is in hblkhd and hblks, not
+ * in arena or uordblks, so arena + hblkhd is all that ebb mapped and
+ * uordblks + hblkhd what live blocks take. hblkhd was the whole mapping, as
+ * arena was (arena + hblkhd counted it twice), and hblks 0 (found by a probe). */
+Test(stats_env, mallinfo2_counts_large_blocks_as_glibc_does) {
+  void *small = malloc(hide_size(100));
+  struct mallinfo2 m0 = mallinfo2();
+  char *big = malloc(hide_size(10 * MiB));
+  cr_assert_not_null(big);
+  struct mallinfo2 m1 = mallinfo2();
+  struct ebb_stats s;
+  ebb_stats(&s);
+  cr_assert_eq(m1.hblks, m0.hblks + 1, "hblks %zu -> %zu", m0.hblks, m1.hblks);
+  cr_assert_geq(m1.hblkhd, m0.hblkhd + 10 * MiB, "hblkhd %zu -> %zu", m0.hblkhd, m1.hblkhd);
+  cr_assert_lt(m1.uordblks, m0.uordblks + MiB, "uordblks %zu -> %zu", m0.uordblks, m1.uordblks);
+  size_t total = m1.arena + m1.hblkhd;
+  cr_assert(total + MiB > s.mapped && total < s.mapped + MiB, "arena %zu + hblkhd %zu, mapped %zu", m1.arena,
+            m1.hblkhd, s.mapped);
+  cr_assert_geq(m1.uordblks + m1.hblkhd + MiB, s.allocated, "uordblks %zu + hblkhd %zu, allocated %zu",
+                m1.uordblks, m1.hblkhd, s.allocated);
+  cr_assert_eq(m1.fordblks, m1.arena - m1.uordblks);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  struct mallinfo old = mallinfo(); /* the int-sized one, the same figures */
+#pragma GCC diagnostic pop
+  cr_assert_eq((size_t)old.hblks, m1.hblks);
+  free(big);
+  struct mallinfo2 m2 = mallinfo2();
+  cr_assert_eq(m2.hblks, m0.hblks);
+  cr_assert_eq(m2.hblkhd, m0.hblkhd);
+  free(small);
 }
 
 /* The stats calls are no cancellation points (glibc's mallinfo2 is none): a
