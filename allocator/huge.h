@@ -40,7 +40,7 @@ typedef struct huge {
 } huge_t;
 
 #define HUGE_TAG ((uintptr_t)1) /* registry values of large blocks carry this bit */
-#define HUGE_CACHE_MAX 64       /* cached extents kept at most (the oldest goes) */
+#define HUGE_CACHE_MAX 1024     /* cached extents kept at most (the oldest goes) */
 
 EBB_INLINE size_t huge_usable(const huge_t *h) { return relaxed_load(h->size); }
 /* A block of at least size bytes aligned to align, registered; NULL when out
