@@ -91,8 +91,12 @@ static void huge_unlink(huge_t *h) {
 }
 
 /* zero: the caller needs zeroes (calloc); a fresh mapping has them, what a
- * block reused from the cache brought is cleared (its pages are resident: no
- * faults), and the growth of a cached block grown to fit is fresh. */
+ * block reused from the cache brought is cleared (os_zero: its resident pages
+ * written, the others dropped, so no fault), and the growth of a cached block
+ * grown to fit is fresh. A memset of the whole reused part faulted in every
+ * page the previous user had not written: 20 live callocs of 4 MB, 2 pages
+ * of each used, kept 80 MB resident where glibc and jemalloc kept 4 (found by
+ * a probe). */
 static void *huge_alloc_z(arena_t *first_class, size_t size, size_t align, bool zero) {
   thread_process_init(); /* a program's first allocation may be large */
   size_t reused;
@@ -109,8 +113,8 @@ static void *huge_alloc_z(arena_t *first_class, size_t size, size_t align, bool 
   track_malloc(h->user, huge_usable(h), !reused);
   if (zero && reused) {
     size_t clear = reused < size ? reused : size;
-    memset(h->user, 0, clear);
-    track_open(h->user + clear, size - clear); /* the growth: the kernel's zeroes */
+    os_zero(h->user, clear);
+    track_open(h->user, size); /* the pages dropped read as zeroes too, and the growth is the kernel's */ /* the growth: the kernel's zeroes */
   }
   return h->user;
 }
@@ -406,6 +410,10 @@ static void *alloc_in(arena_t *a, size_t size, bool first_class) {
   return p ? p : fail_nomem();
 }
 
+/* From this size on a reused block's pages are zeroed by os_zero: a system
+ * call costs about what a memset of 16 KiB does. */
+#define CALLOC_ZERO_MIN ((size_t)256 * 1024)
+
 static void *calloc_in(arena_t *a, size_t n, size_t size, bool first_class) {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) return fail_nomem();
@@ -417,6 +425,13 @@ static void *calloc_in(arena_t *a, size_t n, size_t size, bool first_class) {
   if (p == page_fresh && total > sizeof(block_t)) {
     track_open(p, total);
     memset(p, 0, sizeof(block_t)); /* its link and cookie: the rest was never written */
+  } else if (total >= CALLOC_ZERO_MIN) {
+    /* the whole pages inside the block as a large block's (huge_alloc_z) */
+    char *from = (char *)align_up((uintptr_t)p, OS_PAGE), *to = (char *)((uintptr_t)((char *)p + total) & ~(uintptr_t)(OS_PAGE - 1));
+    memset(p, 0, (size_t)(from - (char *)p));
+    os_zero(from, (size_t)(to - from));
+    track_open(from, (size_t)(to - from)); /* dropped pages read as zeroes */
+    memset(to, 0, (size_t)((char *)p + total - to));
   } else {
     memset(p, 0, total);
   }

@@ -1,6 +1,6 @@
 /* os.c — owns every system call and every libc call the allocator makes (see os.h).
  * May call: the kernel through libc's thin syscall wrappers (mmap, munmap,
- * madvise, mremap, clock_gettime, nanosleep, sched_yield, getauxval, getpid,
+ * madvise, mincore, mremap, clock_gettime, nanosleep, sched_yield, getauxval, getpid,
  * pthread_sigmask and sigpending around its writes;
  * fcntl, fstat and getrlimit for the stats descriptor) and through syscall()
  * (write, and openat/read/close for /proc/self/statm and, in the background
@@ -110,6 +110,57 @@ bool os_purge(void *p, size_t size, bool use_free) {
   if (!use_free || madvise(p, size, MADV_FREE) != 0) zeroed = madvise(p, size, MADV_DONTNEED) == 0;
   errno = saved;
   return zeroed;
+}
+
+/* Whether the page at q reads as zeroes, 64 bytes at a time. */
+static bool page_reads_zero(const char *q) {
+  const uint64_t *w = (const uint64_t *)(const void *)q;
+  for (size_t i = 0; i < OS_PAGE / 8; i += 8)
+    if (w[i] | w[i + 1] | w[i + 2] | w[i + 3] | w[i + 4] | w[i + 5] | w[i + 6] | w[i + 7]) return false;
+  return true;
+}
+
+void os_zero(void *p, size_t size) {
+  int saved = errno;
+  char *c = p;
+  size_t pages = size / OS_PAGE;
+  unsigned char vec[1024]; /* 4 MiB of pages a call */
+  for (size_t i = 0; i < pages;) {
+    size_t n = pages - i < sizeof vec ? pages - i : sizeof vec;
+    char *at = c + i * OS_PAGE;
+    if (mincore(at, n * OS_PAGE, vec) != 0) {
+      memset(at, 0, n * OS_PAGE);
+    } else {
+      for (size_t j = 0; j < n;) { /* a run of resident pages, or of others */
+        size_t k = j + 1;
+        bool resident = vec[j] & 1;
+        while (k < n && (bool)(vec[k] & 1) == resident) k++;
+        char *q = at + j * OS_PAGE;
+        size_t len = (k - j) * OS_PAGE;
+        if (resident) {
+          /* a page the program only read is the kernel's shared zero page,
+           * resident to mincore: a write would give it a page of its own */
+          size_t dirty = 0; /* pages to write before q + off: one memset a run (long ones stream) */
+          for (size_t off = 0; off < len; off += OS_PAGE) {
+            if (!page_reads_zero(q + off)) {
+              dirty += OS_PAGE;
+              continue;
+            }
+            memset(q + off - dirty, 0, dirty);
+            dirty = 0;
+          }
+          memset(q + len - dirty, 0, dirty);
+        } else {
+          os_count(madvise_calls);
+          if (madvise(q, len, MADV_DONTNEED) != 0) memset(q, 0, len);
+        }
+        j = k;
+      }
+    }
+    i += n;
+  }
+  memset(c + pages * OS_PAGE, 0, size - pages * OS_PAGE);
+  errno = saved;
 }
 
 bool os_resize_inplace(void *p, size_t old_size, size_t new_size) {
