@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 uint64_t fake_now = 1000;
-size_t fake_maps, fake_unmaps, fake_purges, fake_purged_bytes;
+size_t fake_maps, fake_unmaps, fake_purges, fake_purged_bytes, fake_zeroes;
 const char *fake_env[16];
 char fake_stderr[4096];
 size_t fake_stderr_len;
@@ -32,7 +32,7 @@ static struct {
 static size_t nranges;
 
 void fake_reset(void) {
-  fake_maps = fake_unmaps = fake_purges = fake_purged_bytes = 0;
+  fake_maps = fake_unmaps = fake_purges = fake_purged_bytes = fake_zeroes = 0;
   fake_fail_maps = fake_fail_resizes = fake_fail_purges = fake_fail_leaves = fake_far_maps = 0;
   fake_refused = fake_resizes = fake_moves = 0;
   nranges = 0;
@@ -102,6 +102,13 @@ bool os_purge(void *p, size_t size, bool use_free) {
   if (fake_refuse(&fake_fail_purges)) return false; /* as on locked pages: the bytes stay */
   /* MADV_FREE (use_free) may keep the bytes: os.c says "zeroes" only for MADV_DONTNEED */
   return madvise(p, size, MADV_DONTNEED) == 0 && !use_free;
+}
+
+/* The real one writes resident pages and drops the rest; here every byte is
+ * written, and the calls counted. */
+void os_zero(void *p, size_t size) {
+  fake_zeroes++;
+  memset(p, 0, size);
 }
 
 bool os_resize_inplace(void *p, size_t old_size, size_t new_size) {

@@ -8,6 +8,7 @@
 
 extern uint64_t fake_now;                          /* what os_now_ms returns */
 extern size_t fake_maps, fake_unmaps, fake_purges; /* call counts */
+extern size_t fake_zeroes;                         /* os_zero calls */
 extern size_t fake_purged_bytes;                   /* bytes passed to os_purge */
 extern const char *fake_env[16];                   /* "NAME=value" strings seen by os_getenv */
 extern char fake_stderr[4096];                     /* what was written to fd 2 */

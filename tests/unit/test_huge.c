@@ -585,6 +585,27 @@ Test(huge, the_cache_keeps_at_most_1024_extents) {
   for (size_t i = 6; i < n; i++) cr_assert(mapped_at(p[i]));
 }
 
+/* calloc of a cached extent clears it through os_zero (which writes only the
+ * resident pages; a memset of the whole block faulted in what its previous
+ * user never wrote), and only the part that came from the cache: a fresh
+ * mapping, and a cached block's growth, are the kernel's zeroes. */
+Test(huge, calloc_clears_a_reused_block_with_os_zero_and_a_fresh_one_not_at_all) {
+  char *p = big(8 * MiB);
+  ebb_free(p);
+  fake_reset();
+  char *q = ebb_calloc(1, 8 * MiB);
+  cr_assert_eq(q, p, "the cached extent is reused");
+  cr_assert_eq(fake_zeroes, 1);
+  for (size_t i = 0; i < 8 * MiB; i += 4096) cr_assert_eq(q[i], 0, "byte %zu", i);
+  ebb_free(q);
+  ebb_trim();
+  fake_reset();
+  char *r = ebb_calloc(1, 8 * MiB);
+  cr_assert_not_null(r);
+  cr_assert_eq(fake_zeroes, 0, "a fresh mapping needs no clearing");
+  ebb_free(r);
+}
+
 Test(huge, trim_returns_every_cached_block_and_its_bytes) {
   char *a = big(4 * MiB), *b = big(6 * MiB), *c = big(10 * MiB);
   struct ebb_stats s0 = stats();
