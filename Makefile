@@ -37,7 +37,7 @@ $(B)/libebb.so: $(B)/obj/ebb.o
 # The archive does not export pthread_create (libebb.so's, which starts the
 # background thread): a program that wants EBB_BACKGROUND=auto links the same
 # function in under its public name with $(EBB_WRAP_LDFLAGS).
-ARCHIVE_OBJCOPY := objcopy --localize-hidden --localize-symbol=pthread_create
+ARCHIVE_OBJCOPY := objcopy --localize-hidden --localize-symbol=pthread_create --localize-symbol=_Fork
 EBB_WRAP_LDFLAGS := -Wl,--wrap=pthread_create -Wl,--defsym=__wrap_pthread_create=ebb_pthread_create
 $(B)/libebb.a: $(B)/obj/ebb.o
 	$(ARCHIVE_OBJCOPY) $< $(B)/obj/ebb-static.o

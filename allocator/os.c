@@ -7,7 +7,7 @@
  * thread, /proc/self/stat: never a cancellation point), and, from the
  * constructor or ebb's pthread_create
  * wrapper only, pthread_create, pthread_sigmask, pthread_key_create and
- * pthread_atfork; the vDSO's clock_gettime, found from getauxval (os_now_ms).
+ * pthread_atfork; libc's _Fork from ebb's _Fork wrapper; the vDSO's clock_gettime, found from getauxval (os_now_ms).
  * Must never: allocate, use stdio, or change errno as seen by the caller. */
 #include "os.h"
 #include "ebb.h"
@@ -515,6 +515,9 @@ typedef int pthread_create_fn(pthread_t *, const pthread_attr_t *, void *(*)(voi
  * -Wl,-u,__pthread_create_2_1 when only EBB_BACKGROUND=1 creates a thread). */
 extern pthread_create_fn __pthread_create_2_1 __attribute__((weak));
 static pthread_create_fn *_Atomic real_pthread_create;
+#ifndef EBB_NO_OVERRIDE
+static pid_t (*_Atomic real_fork_only)(void); /* libc's _Fork (glibc 2.34 on), or NULL */
+#endif
 
 bool os_thread_init(void) {
   if (atomic_load_explicit(&real_pthread_create, memory_order_acquire)) return true;
@@ -522,6 +525,7 @@ bool os_thread_init(void) {
   pthread_create_fn *f = __pthread_create_2_1;
 #ifndef EBB_NO_OVERRIDE
   if (!f) f = (pthread_create_fn *)dlsym(RTLD_NEXT, "pthread_create"); /* may allocate: never on malloc's path */
+  atomic_store_explicit(&real_fork_only, (pid_t(*)(void))dlsym(RTLD_NEXT, "_Fork"), memory_order_release);
 #else
   if (!f) f = pthread_create; /* ebb does not wrap it in this build */
 #endif
@@ -588,6 +592,39 @@ EBB_EXPORT int ebb_pthread_create(void *t, const void *attr, void *(*fn)(void *)
   if (rc != 0 && start_arg != arg) atomic_load_explicit(&create_failed, memory_order_acquire)(start_arg);
   return rc;
 }
+
+static void (*_Atomic on_raw_fork_before)(void);
+static void (*_Atomic on_raw_fork_after)(bool child);
+
+void os_on_raw_fork(void (*before)(void), void (*after)(bool child)) {
+  atomic_store_explicit(&on_raw_fork_after, after, memory_order_release);
+  atomic_store_explicit(&on_raw_fork_before, before, memory_order_release);
+}
+
+#ifndef EBB_NO_OVERRIDE
+/* glibc's _Fork (2.34 on) copies the process and runs no atfork handler: a
+ * lock ebb's background thread held at that moment stayed held in the child
+ * for good, and the child's next malloc that needed it waited forever (found
+ * by a probe: 13 of 600 children of a program whose thread had ended). The
+ * hooks (thread.c) hold the background thread off its locks around the call.
+ * libebb.so exports it; libebb.a makes it local (Makefile), as pthread_create.
+ * fork itself calls libc's _Fork internally, not this one. */
+__attribute__((weak, visibility("default"))) pid_t _Fork(void) {
+  pid_t (*real)(void) = atomic_load_explicit(&real_fork_only, memory_order_acquire);
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  void (*before)(void) = atomic_load_explicit(&on_raw_fork_before, memory_order_acquire);
+  void (*after)(bool) = atomic_load_explicit(&on_raw_fork_after, memory_order_acquire);
+  if (before) before();
+  pid_t pid = real();
+  int saved = errno;
+  if (after) after(pid == 0);
+  errno = saved;
+  return pid;
+}
+#endif
 
 bool os_is_main_thread(void) {
   int saved = errno;

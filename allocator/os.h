@@ -90,6 +90,10 @@ bool os_thread_start(void *(*fn)(void *));
 /* One pthread key whose destructor runs at every thread's exit with the value set. */
 bool os_exit_key_create(void (*dtor)(void *));
 bool os_exit_key_set(void *value); /* may call malloc (glibc's second-level key block); false if not set */
+/* Runs before() ahead of every _Fork the program calls (ebb's _Fork wrapper,
+ * libebb.so only; fork runs the atfork handlers instead) and after(child)
+ * once it returned, in the parent and in the child. Constructor only. */
+void os_on_raw_fork(void (*before)(void), void (*after)(bool child));
 /* pthread_atfork: takes glibc's atfork lock and may allocate. Constructor only. */
 void os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 uint64_t os_random_seed(void); /* per-process entropy (AT_RANDOM) */

@@ -2,7 +2,7 @@
  * (found by a probe): it must not keep a process alive whose main() called
  * pthread_exit, and must not take a signal the program blocked to wait for it.
  *
- * Usage: bg_thread exit|exit-nofile|exit-alone|sigwait|fds
+ * Usage: bg_thread exit|exit-nofile|exit-alone|sigwait|fds|rawfork
  *   exit:        a worker mallocs and prints, main() calls pthread_exit: the
  *                process must end with status 0 once the worker has (POSIX),
  *                its output flushed;
@@ -21,7 +21,14 @@
  *                opens /dev/null again, 1.5 s long: POSIX gives it the lowest
  *                free number, 0, every time. The background thread took that
  *                number for its own open of /proc/self/stat now and then
- *                (about once in 20,000 tries; found by a probe).
+ *                (about once in 20,000 tries; found by a probe);
+ *   rawfork:     a thread is created and joined (so the background thread
+ *                runs, with EBB_BACKGROUND=auto), then main frees 20,000
+ *                blocks (the background thread's next passes have work) and
+ *                makes 20 children with _Fork (no atfork handler runs), each
+ *                allocating through the slow paths, 15 times: no child may
+ *                hang (one whose malloc waits on a lock the background thread
+ *                held at the _Fork; 13 of 600 did; found by a probe).
  * Prints what happened; exits 0 on success. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -31,6 +38,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +75,42 @@ static void *sleeper(void *arg) {
   free(malloc(64));
   pause();
   return NULL;
+}
+
+extern pid_t _Fork(void); /* glibc 2.34 */
+static void *nothing(void *arg) { return arg; }
+
+static int raw_forks(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0) return 2;
+  static void *p[20000];
+  int hung = 0, failed = 0, n = 0;
+  for (int round = 0; round < 15; round++) {
+    for (int j = 0; j < 20000; j++) p[j] = malloc(16 + (size_t)(j * 7919) % 8000);
+    for (int j = 0; j < 20000; j++) free(p[j]);
+    for (int k = 0; k < 20; k++, n++) {
+      pid_t c = _Fork();
+      if (c < 0) return 2;
+      if (c == 0) {
+        for (int j = 0; j < 3000; j++) p[j] = malloc(16 + (size_t)(j * 131) % 30000);
+        for (int j = 0; j < 3000; j++) free(p[j]);
+        free(malloc(3 << 20));
+        _exit(0);
+      }
+      int st = 0, q;
+      for (q = 0; q < 200 && waitpid(c, &st, WNOHANG) != c; q++) usleep(5000);
+      if (q == 200) { /* 1 s: hung */
+        hung++;
+        kill(c, SIGKILL);
+        waitpid(c, &st, 0);
+      } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        failed++;
+      }
+    }
+  }
+  printf("children %d, hung %d, failed %d\n", n, hung, failed);
+  fflush(stdout);
+  return hung || failed;
 }
 
 static double now_s(void) {
@@ -108,6 +152,7 @@ int main(int argc, char **argv) {
     fflush(stdout);
     _exit(0); /* the helper sleeps on */
   }
+  if (strcmp(argv[1], "rawfork") == 0) return raw_forks();
   if (strcmp(argv[1], "fds") == 0) {
     pthread_t t;
     if (pthread_create(&t, NULL, sleeper, NULL) != 0) return 2;
