@@ -62,6 +62,10 @@ static __thread volatile uint8_t thread_keying __attribute__((tls_model("initial
  * took the lowest free descriptor for a moment, so a program's close(0) and
  * open() got another number about once in 20,000 tries (found by a probe). */
 enum { MAIN_UNKNOWN, MAIN_ALIVE, MAIN_GONE };
+/* A first thread that ends with the raw exit system call runs no destructor:
+ * /proc is asked this often all the same (before, such a process never ended;
+ * found by a probe), so it ends at most this long after its last thread. */
+#define MAIN_ASK_MS 2000
 static atomic_int main_thread_state;
 static __thread uint8_t thread_is_main __attribute__((tls_model("initial-exec")));
 
@@ -207,21 +211,26 @@ static void raw_fork_after(bool child) {
 
 /* ------------------------------------------------------------ background thread */
 
-/* Ends once it is the last thread (asked of /proc only once the first thread
- * called pthread_exit, or was never seen): a program whose main() called
- * pthread_exit ends when its last thread does (glibc's exit(0) in that
+/* Ends once it is the last thread (asked of /proc each pass once the first
+ * thread called pthread_exit or was never seen, else every MAIN_ASK_MS): a
+ * program whose main() called pthread_exit ends when its last thread does (glibc's exit(0) in that
  * thread), and this thread must not be that one forever (found by a probe: the
  * process never exited, and Python's test_threading hung). Returning runs
  * that exit(0) here. */
 static void *background_main(void *arg) {
   (void)arg;
+  uint64_t asked = os_now_ms(); /* when /proc was last asked */
   for (;;) {
     uint64_t period = (uint64_t)opt.decay_ms / 4;
     if (period < 10) period = 10;
     if (period > 100) period = 100;
     os_sleep_ms(period);
-    if (atomic_load_explicit(&main_thread_state, memory_order_acquire) != MAIN_ALIVE && os_only_thread_left())
-      break;
+    uint64_t now = os_now_ms();
+    if (atomic_load_explicit(&main_thread_state, memory_order_acquire) != MAIN_ALIVE ||
+        now - asked >= MAIN_ASK_MS) {
+      asked = now;
+      if (os_only_thread_left()) break;
+    }
     /* Dekker's handshake with raw_fork_before (both sequentially consistent):
      * either that thread sees this one busy and waits, or this one sees the
      * _Fork coming and skips its pass. */

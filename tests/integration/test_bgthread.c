@@ -48,6 +48,12 @@ Test(bgthread, main_pthread_exit_ends_with_the_last_thread) { bg_case("exit", "a
 Test(bgthread, main_pthread_exit_ends_with_the_last_thread_bg_from_start) {
   bg_case("exit", "1", "worker done");
 }
+/* A first thread that ends with the raw exit system call runs no destructor,
+ * so ebb never sees it go: the background thread still asks /proc every 2 s
+ * and the process ends (it never did; found by a probe). The bound is the
+ * 10 s deadline. */
+Test(bgthread, main_raw_exit_ends_with_the_last_thread) { bg_case("exit-raw", "auto", "worker done"); }
+Test(bgthread, main_raw_exit_ends_with_the_last_thread_bg_from_start) { bg_case("exit-raw", "1", "worker done"); }
 Test(bgthread, main_pthread_exit_alone_ends_at_once) { bg_case("exit-alone", "1", "main gone"); }
 /* Where /proc/self/stat cannot be read (no descriptor left, /proc masked) the
  * background thread cannot tell whether it is the last thread: it ends, and

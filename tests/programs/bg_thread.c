@@ -2,7 +2,7 @@
  * (found by a probe): it must not keep a process alive whose main() called
  * pthread_exit, and must not take a signal the program blocked to wait for it.
  *
- * Usage: bg_thread exit|exit-nofile|exit-alone|sigwait|fds|rawfork
+ * Usage: bg_thread exit|exit-nofile|exit-alone|exit-raw|sigwait|fds|rawfork
  *   exit:        a worker mallocs and prints, main() calls pthread_exit: the
  *                process must end with status 0 once the worker has (POSIX),
  *                its output flushed;
@@ -10,6 +10,9 @@
  *                ends: the background thread can open no file (/proc among
  *                them) and must end all the same (it ran on for good, and the
  *                process with it; found by a probe);
+ *   exit-raw:    as exit, but main's thread ends with the raw exit system
+ *                call, which runs no destructor (ebb sees no exit of it): the
+ *                process must end all the same (it hung; found by a probe);
  *   exit-alone:  main() calls pthread_exit at once (with EBB_BACKGROUND=1 the
  *                background thread is then the only thread left);
  *   sigwait:     a helper thread with every signal blocked starts first (so the
@@ -38,6 +41,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -132,6 +136,12 @@ int main(int argc, char **argv) {
     pthread_t t;
     if (pthread_create(&t, NULL, worker_nofile, NULL) != 0) return 2;
     pthread_exit(NULL);
+  }
+  if (strcmp(argv[1], "exit-raw") == 0) {
+    setvbuf(stdout, NULL, _IONBF, 0); /* no exit(0) runs: glibc counts main as alive */
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker, NULL) != 0) return 2;
+    syscall(SYS_exit, 0);
   }
   if (strcmp(argv[1], "exit-alone") == 0) {
     printf("main gone\n");
