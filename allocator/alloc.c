@@ -130,7 +130,7 @@ static void huge_free(huge_t *h) {
   huge_unlink(h);
   uint64_t now = os_now_ms();
   huge_delete(h, opt.decay_ms != 0, now);
-  if (now > (uint64_t)opt.decay_ms) huge_cache_decay(now - (uint64_t)opt.decay_ms);
+  if (now > (uint64_t)opt.decay_ms) huge_cache_decay(now - (uint64_t)opt.decay_ms, HUGE_FREE_DECAY_MAX);
   arena_enforce_cap();
   /* and counts as a slow-path event of the thread's arena, whose decay pass
    * then runs: a thread that went on to work only with large blocks kept

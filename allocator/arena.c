@@ -402,7 +402,7 @@ static size_t cap_purge_arena(arena_t *a, size_t excess) {
 void arena_enforce_cap(void) {
   if (opt.decay_ms == 0) {
     atomic_fetch_add_explicit(&pool_purged, chunk_pool_decay(UINT64_MAX, SIZE_MAX), memory_order_relaxed);
-    huge_cache_decay(UINT64_MAX);
+    huge_cache_decay(UINT64_MAX, SIZE_MAX);
     return;
   }
   size_t excess = cap_excess_outside_arenas();
@@ -1441,7 +1441,7 @@ static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pag
   uint64_t cutoff = force ? UINT64_MAX : (now >= (uint64_t)opt.decay_ms ? now - (uint64_t)opt.decay_ms : 0);
   size_t pooled = chunk_pool_decay(cutoff, SIZE_MAX);
   atomic_fetch_add_explicit(&pool_purged, pooled, memory_order_relaxed);
-  size_t bytes = pooled + huge_cache_decay(cutoff);
+  size_t bytes = pooled + huge_cache_decay(cutoff, SIZE_MAX);
   for (arena_t *a = atomic_load_explicit(&arenas_all, memory_order_acquire); a; a = a->all_next) {
     if (a == self) continue;
     int st = ARENA_ABANDONED;

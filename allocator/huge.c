@@ -69,6 +69,31 @@ static void cache_remove_at(unsigned i) {
   ncache--;
 }
 
+/* Extents taken out of the cache, to be unmapped with the lock let go: a
+ * munmap of resident MiBs takes a while, and a decay pass or trim over a
+ * thousand extents held another thread's large malloc for 200 ms (found by a
+ * probe). Out of the cache, no other thread can take them. */
+#define UNMAP_BATCH 16
+typedef struct {
+  char *base;
+  size_t len;
+} span_t;
+
+static size_t cache_take_out(unsigned i, span_t *batch, unsigned *n) {
+  size_t len = cache[i].len;
+  batch[(*n)++] = (span_t){cache[i].base, len};
+  plain_add(&huge_purged, len);
+  cache_remove_at(i);
+  return len;
+}
+
+static void unmap_unlocked(span_t *batch, unsigned *n) {
+  spin_unlock(&lock);
+  for (unsigned k = 0; k < *n; k++) os_unmap(batch[k].base, batch[k].len);
+  *n = 0;
+  spin_lock(&lock);
+}
+
 static size_t cache_unmap_at(unsigned i) {
   size_t len = cache[i].len;
   os_unmap(cache[i].base, len);
@@ -231,19 +256,28 @@ static int cache_fit(size_t need, size_t align, size_t *span, int *below) {
   return other;
 }
 
-size_t huge_cache_decay(uint64_t cutoff) {
+size_t huge_cache_decay(uint64_t cutoff, size_t max) {
   if (cutoff < atomic_load_explicit(&oldest_since, memory_order_relaxed)) return 0; /* nothing due (or cached) */
   size_t bytes = 0;
   uint64_t oldest = UINT64_MAX;
   spin_lock(&lock);
-  for (unsigned i = 0; i < ncache;)
-    if (cache[i].since <= cutoff)
-      bytes += cache_unmap_at(i);
-    else
+  span_t batch[UNMAP_BATCH];
+  unsigned n = 0;
+  for (unsigned i = 0; i < ncache && bytes < max;) {
+    if (cache[i].since > cutoff) {
       i++;
+      continue;
+    }
+    bytes += cache_take_out(i, batch, &n);
+    if (n == UNMAP_BATCH) {
+      unmap_unlocked(batch, &n);
+      i = 0; /* other threads may have changed the cache meanwhile */
+    }
+  }
+  if (n) unmap_unlocked(batch, &n);
   /* listed in the order of their times, but for threads' clocks read a
    * moment apart: the first one not due ends the walk, and bounds the rest */
-  while (slack_head && slack_head->slack_since <= cutoff) bytes += slack_purge_oldest();
+  while (bytes < max && slack_head && slack_head->slack_since <= cutoff) bytes += slack_purge_oldest();
   /* the bound from what is there now, extents cached meanwhile included */
   for (unsigned i = 0; i < ncache; i++)
     if (cache[i].since < oldest) oldest = cache[i].since;
@@ -253,10 +287,20 @@ size_t huge_cache_decay(uint64_t cutoff) {
   return bytes;
 }
 
+#ifdef EBB_FAKE_OS
+bool huge_lock_held(void) { return atomic_load_explicit(&lock.held, memory_order_relaxed) != 0; }
+#endif
+
 size_t huge_cache_trim(size_t need) {
   size_t bytes = 0;
+  span_t batch[UNMAP_BATCH];
+  unsigned n = 0;
   spin_lock(&lock);
-  while (bytes < need && ncache) bytes += cache_unmap_at(cache_oldest());
+  while (bytes < need && ncache) {
+    bytes += cache_take_out(cache_oldest(), batch, &n);
+    if (n == UNMAP_BATCH) unmap_unlocked(batch, &n);
+  }
+  if (n) unmap_unlocked(batch, &n);
   while (bytes < need && slack_head) bytes += slack_purge_oldest();
   spin_unlock(&lock);
   return bytes;

@@ -55,15 +55,23 @@ void huge_delete(huge_t *h, bool keep, uint64_t now);
  * tail given up goes to the cache (keep) or back to the kernel. */
 bool huge_resize(huge_t *h, size_t size, bool keep, uint64_t now);
 /* Unmaps cached extents freed at or before cutoff (UINT64_MAX: all), and
- * purges the slack of live blocks listed by then. Bytes. */
-size_t huge_cache_decay(uint64_t cutoff);
+ * purges the slack of live blocks listed by then, until max bytes are done
+ * (at least one extent; what is left stays due for the next call). Bytes. */
+size_t huge_cache_decay(uint64_t cutoff, size_t max);
+/* What a large free's own decay does at most: the rest waits for the next
+ * large free or decay pass. Unbounded, the free after 800 cached blocks of
+ * 3 MB came due unmapped all of them, 200 ms in one free (found by a probe). */
+#define HUGE_FREE_DECAY_MAX ((size_t)32 << 20)
 /* Unmaps cached extents, then purges live blocks' slack, oldest first, until
  * at least need bytes went. Bytes. */
 size_t huge_cache_trim(size_t need);
 size_t huge_cache_bytes(void);  /* cached: mapped, resident, dirty */
 size_t huge_active_bytes(void); /* spans of live blocks: mapped */
 size_t huge_in_use_bytes(void); /* sizes of live blocks: active and allocated */
-size_t huge_blocks(void);       /* live blocks (mallinfo2's hblks) */
+size_t huge_blocks(void);
+#ifdef EBB_FAKE_OS
+bool huge_lock_held(void); /* unit tests: whether the cache's lock is taken */
+#endif       /* live blocks (mallinfo2's hblks) */
 size_t huge_slack_bytes(void);  /* live blocks' resident slack: dirty */
 /* Dirty as the statistics and the cap count it: cached extents and slack.
  * Mapped is huge_active_bytes() + huge_cache_bytes(); the part of a span past

@@ -90,8 +90,11 @@ void *os_map_aligned(size_t size, size_t align) {
   return q;
 }
 
+void (*fake_on_unmap)(void *p, size_t size);
+
 void os_unmap(void *p, size_t size) {
   fake_unmaps++;
+  if (fake_on_unmap) fake_on_unmap(p, size);
   munmap(p, size);
 }
 
@@ -202,6 +205,12 @@ bool os_exit_key_create(void (*dtor)(void *)) { return pthread_key_create(&exit_
 bool os_exit_key_set(void *value) { return pthread_setspecific(exit_key, value) == 0; }
 void os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void)) {
   pthread_atfork(prepare, parent, child);
+}
+
+/* The unit tests make no _Fork: the hooks are kept, never called. */
+void os_on_raw_fork(void (*before)(void), void (*after)(bool child)) {
+  (void)before;
+  (void)after;
 }
 
 /* Stats and options (os.h): the fake environment, a settable resident size. */

@@ -25,6 +25,8 @@ extern int fake_fail_maps, fake_fail_resizes, fake_fail_leaves, fake_far_maps;
  * locked pages) and returns false. */
 extern int fake_fail_purges;
 extern size_t fake_refused, fake_resizes, fake_moves;
+/* Called by os_unmap before it unmaps, when set (fake_reset leaves it). */
+extern void (*fake_on_unmap)(void *p, size_t size);
 void fake_reset(void);
 /* Whether [p, p+n) was purged since the last fake_reset. */
 int fake_was_purged(const void *p, size_t n);

@@ -480,17 +480,17 @@ Test(huge, a_decay_never_skips_a_cached_extent_that_is_due) {
   huge_delete(a, true, 1000);
   huge_delete(b, true, 2000);
   cr_assert_eq(huge_active_bytes(), active0 + 16 * MiB);
-  cr_assert_eq(huge_cache_decay(999), 0, "nothing freed at or before 999");
-  cr_assert_eq(huge_cache_decay(1000), 8 * MiB, "a, freed at 1000");
-  cr_assert_eq(huge_cache_decay(1999), 0);
+  cr_assert_eq(huge_cache_decay(999, SIZE_MAX), 0, "nothing freed at or before 999");
+  cr_assert_eq(huge_cache_decay(1000, SIZE_MAX), 8 * MiB, "a, freed at 1000");
+  cr_assert_eq(huge_cache_decay(1999, SIZE_MAX), 0);
   huge_delete(c, true, 1500); /* older than what is cached: the bound goes down with it */
-  cr_assert_eq(huge_cache_decay(1600), 16 * MiB, "c, freed at 1500");
-  cr_assert_eq(huge_cache_decay(2000), 12 * MiB, "b, freed at 2000");
-  cr_assert_eq(huge_cache_decay(UINT64_MAX - 1), 0, "the cache is empty");
+  cr_assert_eq(huge_cache_decay(1600, SIZE_MAX), 16 * MiB, "c, freed at 1500");
+  cr_assert_eq(huge_cache_decay(2000, SIZE_MAX), 12 * MiB, "b, freed at 2000");
+  cr_assert_eq(huge_cache_decay(UINT64_MAX - 1, SIZE_MAX), 0, "the cache is empty");
   huge_t *d = huge_new(4 * MiB, 0, true, 0, &got);
   cr_assert_not_null(d);
   huge_delete(d, true, 0); /* as a refused growth or registration caches a block: due at the next pass */
-  cr_assert_eq(huge_cache_decay(0), 4 * MiB);
+  cr_assert_eq(huge_cache_decay(0, SIZE_MAX), 4 * MiB);
   cr_assert_eq(huge_active_bytes(), active0);
   cr_assert_eq(huge_cache_bytes(), 0);
 }
@@ -583,6 +583,54 @@ Test(huge, the_cache_keeps_at_most_1024_extents) {
   cr_assert_eq(huge_cache_bytes(), HUGE_CACHE_MAX * 3 * MiB);
   for (size_t i = 0; i < 6; i++) cr_assert_not(mapped_at(p[i]), "block %zu, among the oldest, went", i);
   for (size_t i = 6; i < n; i++) cr_assert(mapped_at(p[i]));
+}
+
+/* The decay and ebb_trim unmap cached extents with the lock let go, 16 at a
+ * time: a munmap of resident MiBs takes a while, and a pass over 800 extents
+ * of 3 MB held another thread's large malloc for 200 ms (found by a probe). */
+static size_t unmaps_locked, unmaps_seen;
+static void note_unmap(void *p, size_t size) {
+  (void)p;
+  (void)size;
+  unmaps_seen++;
+  unmaps_locked += huge_lock_held();
+}
+
+static void unmap_all_cached(bool decay) {
+  static char *p[40];
+  for (size_t i = 0; i < 40; i++) p[i] = ebb_malloc(3 * MiB);
+  for (size_t i = 0; i < 40; i++) ebb_free(p[i]);
+  cr_assert_eq(huge_cache_bytes(), 40 * 3 * MiB);
+  unmaps_locked = unmaps_seen = 0;
+  fake_on_unmap = note_unmap;
+  if (decay)
+    huge_cache_decay(UINT64_MAX, SIZE_MAX);
+  else
+    ebb_trim();
+  fake_on_unmap = NULL;
+  cr_assert_eq(huge_cache_bytes(), 0);
+  cr_assert_geq(unmaps_seen, 40);
+  cr_assert_eq(unmaps_locked, 0, "%zu of %zu unmaps with the lock held", unmaps_locked, unmaps_seen);
+}
+Test(huge, the_decay_unmaps_with_the_lock_let_go) { unmap_all_cached(true); }
+Test(huge, trim_unmaps_with_the_lock_let_go) { unmap_all_cached(false); }
+
+/* A large free's own decay unmaps at most HUGE_FREE_DECAY_MAX (32 MiB, at
+ * least an extent) of what is due; the rest stays due for the next one: the
+ * free after 800 blocks of 3 MB came due unmapped them all, 200 ms in one
+ * call (found by a probe). */
+Test(huge, a_large_frees_decay_unmaps_32_mib_at_most) {
+  static char *p[40];
+  for (size_t i = 0; i < 40; i++) p[i] = ebb_malloc(3 * MiB);
+  char *last = ebb_malloc(5 * MiB);
+  for (size_t i = 0; i < 40; i++) ebb_free(p[i]);
+  cr_assert_eq(huge_cache_bytes(), 40 * 3 * MiB);
+  fake_now += DECAY + 1;
+  fake_reset();
+  ebb_free(last); /* cached, not due; the 40 are */
+  cr_assert_eq(fake_unmaps, 11, "32 MiB is 11 extents of 3 MiB");
+  cr_assert_eq(huge_cache_bytes(), 29 * 3 * MiB + 5 * MiB);
+  cr_assert_eq(huge_cache_decay(fake_now - DECAY, SIZE_MAX), 29 * 3 * MiB, "the rest is still due");
 }
 
 /* calloc of a cached extent clears it through os_zero (which writes only the
