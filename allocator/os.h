@@ -22,10 +22,8 @@ bool os_purge(void *p, size_t size, bool use_free);
 /* Zeroes [p, p+size), p page-aligned, touching only pages that are resident:
  * mincore tells which; the others are dropped with MADV_DONTNEED (they then
  * read as zeroes, a swapped-out page's content included) instead of being
- * faulted in to be written, and a resident page that reads as zeroes already
- * is not written (it may be the shared zero page). Where either call fails,
- * memset. For calloc of a reused block, whose previous user may have written
- * few of its pages. */
+ * faulted in to be written. Where either call fails, memset. For calloc of a
+ * reused block, whose previous user may have written few of its pages. */
 void os_zero(void *p, size_t size);
 /* Grows or shrinks the mapping [p, p+old) to new bytes without moving it.
  * Returns false (mapping unchanged) when the address range after it is taken. */
