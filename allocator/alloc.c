@@ -113,8 +113,8 @@ static void *huge_alloc_z(arena_t *first_class, size_t size, size_t align, bool 
   track_malloc(h->user, huge_usable(h), !reused);
   if (zero && reused) {
     size_t clear = reused < size ? reused : size;
-    track_open(h->user, size); /* before: os_zero reads the old bytes; after it all reads as zeroes */
-    os_zero(h->user, clear); /* the growth: the kernel's zeroes */
+    track_open(h->user, size); /* zeroes from here on: the cleared part, and the growth (the kernel's) */
+    os_zero(h->user, clear);
   }
   return h->user;
 }
@@ -429,7 +429,7 @@ static void *calloc_in(arena_t *a, size_t n, size_t size, bool first_class) {
     /* the whole pages inside the block as a large block's (huge_alloc_z) */
     char *from = (char *)align_up((uintptr_t)p, OS_PAGE), *to = (char *)((uintptr_t)((char *)p + total) & ~(uintptr_t)(OS_PAGE - 1));
     memset(p, 0, (size_t)(from - (char *)p));
-    track_open(from, (size_t)(to - from)); /* before: os_zero reads the old bytes */
+    track_open(from, (size_t)(to - from)); /* zeroes from here on */
     os_zero(from, (size_t)(to - from));
     memset(to, 0, (size_t)((char *)p + total - to));
   } else {

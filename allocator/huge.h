@@ -68,10 +68,10 @@ size_t huge_cache_trim(size_t need);
 size_t huge_cache_bytes(void);  /* cached: mapped, resident, dirty */
 size_t huge_active_bytes(void); /* spans of live blocks: mapped */
 size_t huge_in_use_bytes(void); /* sizes of live blocks: active and allocated */
-size_t huge_blocks(void);
+size_t huge_blocks(void);       /* live blocks (mallinfo2's hblks) */
 #ifdef EBB_FAKE_OS
 bool huge_lock_held(void); /* unit tests: whether the cache's lock is taken */
-#endif       /* live blocks (mallinfo2's hblks) */
+#endif
 size_t huge_slack_bytes(void);  /* live blocks' resident slack: dirty */
 /* Dirty as the statistics and the cap count it: cached extents and slack.
  * Mapped is huge_active_bytes() + huge_cache_bytes(); the part of a span past

@@ -604,6 +604,7 @@ void os_on_raw_fork(void (*before)(void), void (*after)(bool child)) {
  * fork itself calls libc's _Fork internally, not this one. */
 __attribute__((weak, visibility("default"))) pid_t _Fork(void) {
   pid_t (*real)(void) = atomic_load_explicit(&real_fork_only, memory_order_acquire);
+  if (!real) real = (pid_t(*)(void))dlsym(RTLD_NEXT, "_Fork"); /* called before ebb's constructor */
   if (!real) {
     errno = ENOSYS;
     return -1;
