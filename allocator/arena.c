@@ -1511,6 +1511,9 @@ size_t arena_purge_all(bool force) {
   size_t bytes = self ? arena_decay(self, now, true, force, PASS_PAGES) : 0;
   bytes += global_purge(now, self, force, PASS_PAGES);
   owner_leave();
+  /* a forced purge promises all of it now: extents another thread took out
+   * of the large-block cache are gone too before this returns */
+  if (force) huge_wait_unmaps(1000);
   return bytes;
 }
 

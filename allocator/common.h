@@ -166,14 +166,27 @@ typedef struct {
   atomic_int held;
 } spinlock_t;
 extern __thread int spin_fork_holder __attribute__((tls_model("initial-exec")));
+/* How many of ebb's locks this thread holds, or is about to take or has
+ * just let go (a lock taken by one thread and let go by another only skews
+ * it): a _Fork from a signal handler that interrupted a lock's holder must not
+ * wait for a thread that waits on it (thread.c, raw_fork_before). Counted
+ * before the lock is taken and after it is let go, with compiler barriers
+ * between (a signal landing between the exchange and the count found the
+ * lock held and the count 0; found under load). */
+extern __thread int spin_held __attribute__((tls_model("initial-exec")));
 EBB_INLINE bool spin_trylock(spinlock_t *l) {
   if (unlikely(spin_fork_holder)) return true;
   if (atomic_load_explicit(&l->held, memory_order_relaxed)) return false; /* held: by this thread, if it is the only one */
+  spin_held++;
+  atomic_signal_fence(memory_order_seq_cst);
   if (process_single_threaded()) {
     atomic_store_explicit(&l->held, 1, memory_order_relaxed);
     return true;
   }
-  return !atomic_exchange_explicit(&l->held, 1, memory_order_acquire);
+  if (!atomic_exchange_explicit(&l->held, 1, memory_order_acquire)) return true;
+  atomic_signal_fence(memory_order_seq_cst);
+  spin_held--;
+  return false;
 }
 void spin_lock_wait(spinlock_t *l); /* yields until the lock is free, then takes it */
 EBB_INLINE void spin_lock(spinlock_t *l) {
@@ -182,6 +195,8 @@ EBB_INLINE void spin_lock(spinlock_t *l) {
 EBB_INLINE void spin_unlock(spinlock_t *l) {
   if (unlikely(spin_fork_holder)) return;
   atomic_store_explicit(&l->held, 0, memory_order_release);
+  atomic_signal_fence(memory_order_seq_cst);
+  spin_held--;
 }
 
 #endif

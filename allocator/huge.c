@@ -29,7 +29,11 @@ static _Atomic uint64_t oldest_since = UINT64_MAX;
 
 void huge_lock_all(void) { spin_lock(&lock); }
 void huge_unlock_all(void) { spin_unlock(&lock); }
-size_t huge_cache_bytes(void) { return atomic_load_explicit(&cache_bytes, memory_order_relaxed); }
+static _Atomic size_t unmapping_bytes;
+size_t huge_cache_bytes(void) {
+  return atomic_load_explicit(&cache_bytes, memory_order_relaxed) +
+         atomic_load_explicit(&unmapping_bytes, memory_order_relaxed);
+}
 size_t huge_active_bytes(void) { return atomic_load_explicit(&active_bytes, memory_order_relaxed); }
 size_t huge_slack_bytes(void) { return atomic_load_explicit(&slack_bytes, memory_order_relaxed); }
 size_t huge_in_use_bytes(void) { return atomic_load_explicit(&size_bytes, memory_order_relaxed); }
@@ -79,19 +83,46 @@ typedef struct {
   size_t len;
 } span_t;
 
+/* unmapping_bytes (above): bytes taken out and not yet unmapped. They still
+ * count as cached (mapped, dirty), and a trim and a fork wait for them, not
+ * only the thread unmapping them (found by a probe: a trim that found the
+ * cache empty returned, stats saying all was purged, with another thread's
+ * 500 MB still mapped for 60 ms; a fork child inherits such mappings, which
+ * nobody in it owns). */
+
 static size_t cache_take_out(unsigned i, span_t *batch, unsigned *n) {
   size_t len = cache[i].len;
   batch[(*n)++] = (span_t){cache[i].base, len};
-  plain_add(&huge_purged, len);
+  atomic_fetch_add_explicit(&unmapping_bytes, len, memory_order_relaxed);
   cache_remove_at(i);
   return len;
 }
 
 static void unmap_unlocked(span_t *batch, unsigned *n) {
+  size_t bytes = 0;
   spin_unlock(&lock);
-  for (unsigned k = 0; k < *n; k++) os_unmap(batch[k].base, batch[k].len);
+  for (unsigned k = 0; k < *n; k++) {
+    os_unmap(batch[k].base, batch[k].len);
+    bytes += batch[k].len;
+    atomic_fetch_sub_explicit(&unmapping_bytes, batch[k].len, memory_order_release);
+  }
   *n = 0;
   spin_lock(&lock);
+  plain_add(&huge_purged, bytes);
+}
+
+bool huge_wait_unmaps(uint64_t ms) {
+  uint64_t start = 0;
+  for (unsigned i = 1; atomic_load_explicit(&unmapping_bytes, memory_order_acquire); i++) {
+    os_yield();
+    if (i % 64) continue;
+    uint64_t now = os_now_ms();
+    if (!start)
+      start = now;
+    else if (now - start > ms)
+      return false;
+  }
+  return true;
 }
 
 static size_t cache_unmap_at(unsigned i) {

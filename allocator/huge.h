@@ -65,6 +65,9 @@ size_t huge_cache_decay(uint64_t cutoff, size_t max);
 /* Unmaps cached extents, then purges live blocks' slack, oldest first, until
  * at least need bytes went. Bytes. */
 size_t huge_cache_trim(size_t need);
+/* Waits, at most ms, until no thread is unmapping extents taken out of the
+ * cache; false if some still were. */
+bool huge_wait_unmaps(uint64_t ms);
 size_t huge_cache_bytes(void);  /* cached: mapped, resident, dirty */
 size_t huge_active_bytes(void); /* spans of live blocks: mapped */
 size_t huge_in_use_bytes(void); /* sizes of live blocks: active and allocated */

@@ -7,7 +7,8 @@
  * thread, /proc/self/stat: never a cancellation point), and, from the
  * constructor or ebb's pthread_create
  * wrapper only, pthread_create, pthread_sigmask, pthread_key_create and
- * pthread_atfork; libc's _Fork from ebb's _Fork wrapper; the vDSO's clock_gettime, found from getauxval (os_now_ms).
+ * pthread_atfork; the robust mutex of os_main_alive_mark (the constructor, a fork
+ * child's handler) and its trylock (the background thread); libc's _Fork from ebb's _Fork wrapper; the vDSO's clock_gettime, found from getauxval (os_now_ms).
  * Must never: allocate, use stdio, or change errno as seen by the caller. */
 #include "os.h"
 #include "ebb.h"
@@ -584,6 +585,41 @@ EBB_EXPORT int ebb_pthread_create(void *t, const void *attr, void *(*fn)(void *)
   int rc = real_create(t, attr, start, start_arg);
   if (rc != 0 && start_arg != arg) atomic_load_explicit(&create_failed, memory_order_acquire)(start_arg);
   return rc;
+}
+
+/* The first thread's liveness without /proc: it locks a robust mutex and
+ * never lets go; when it ends (pthread_exit, or the raw exit system call,
+ * which runs no destructor), the kernel walks its robust list and marks the
+ * mutex, and a trylock says EOWNERDEAD (the idea of glibc's robust mutexes,
+ * used as a death notice). A held one answers EBUSY with no system call. */
+static pthread_mutex_t main_alive_mutex;
+static atomic_int main_alive_known;
+
+void os_main_alive_mark(void) {
+  int saved = errno;
+  pthread_mutexattr_t attr;
+  atomic_store(&main_alive_known, 0);
+  if (pthread_mutexattr_init(&attr) == 0) {
+    if (pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST) == 0 &&
+        pthread_mutex_init(&main_alive_mutex, &attr) == 0 && pthread_mutex_lock(&main_alive_mutex) == 0)
+      atomic_store(&main_alive_known, 1);
+    pthread_mutexattr_destroy(&attr);
+  }
+  errno = saved;
+}
+
+int os_main_alive(void) {
+  int known = atomic_load(&main_alive_known);
+  if (known != 1) return known == 2 ? 0 : -1;
+  int saved = errno;
+  int rc = pthread_mutex_trylock(&main_alive_mutex);
+  errno = saved;
+  if (rc == EBUSY) return 1;
+  if (rc == EOWNERDEAD || rc == 0) { /* the caller holds it now: the first thread is gone */
+    atomic_store(&main_alive_known, 2);
+    return 0;
+  }
+  return -1;
 }
 
 static void (*_Atomic on_raw_fork_before)(void);

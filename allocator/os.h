@@ -80,6 +80,14 @@ bool os_thread_init(void);
  * call to libc's); it may replace the start routine and its argument, and
  * failed(arg) then runs if libc's pthread_create fails. */
 void os_on_thread_create(void (*before)(void *(**fn)(void *), void **arg), void (*failed)(void *arg));
+/* A robust mutex the process's first thread holds from here on (called in
+ * that thread: the constructor, a fork child's first thread), which the
+ * kernel marks when the thread ends, however it ends: os_main_alive then
+ * says so without opening a file. */
+void os_main_alive_mark(void);
+/* 1 while the thread that called os_main_alive_mark lives, 0 once it ended,
+ * -1 if not known (never marked). Background thread only. */
+int os_main_alive(void);
 /* Whether the calling thread is the process's first (its id is the pid):
  * its thread-local storage is never freed, even after it calls pthread_exit. */
 bool os_is_main_thread(void);

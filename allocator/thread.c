@@ -1,15 +1,17 @@
 /* thread.c — owns process set-up, thread binding and exit, fork, and the
  * background thread (thread.h).
- * May call: arena, options, os (its thread functions only from the constructor,
+ * May call: arena, huge (waiting for unmaps at a fork), options, os (its thread functions only from the constructor,
  * os.c's pthread_create wrapper (through a hook) and the background thread itself),
  * and ebb_malloc/ebb_free from that hook and the thread start routine it installs.
  * Must never: start a thread, sleep, or call pthread_atfork from a
  * malloc/free/realloc path (glibc calls free with internal locks held). */
 #include "thread.h"
+#include "huge.h"
 #include "os.h"
 #include "ebb.h"
 
 __thread int spin_fork_holder __attribute__((tls_model("initial-exec")));
+__thread int spin_held __attribute__((tls_model("initial-exec")));
 
 static atomic_int init_state;         /* 0 none, 1 running, 2 done */
 static atomic_int bg_state;           /* 0 not running, 1 running (or starting) */
@@ -62,9 +64,11 @@ static __thread volatile uint8_t thread_keying __attribute__((tls_model("initial
  * took the lowest free descriptor for a moment, so a program's close(0) and
  * open() got another number about once in 20,000 tries (found by a probe). */
 enum { MAIN_UNKNOWN, MAIN_ALIVE, MAIN_GONE };
-/* A first thread that ends with the raw exit system call runs no destructor:
- * /proc is asked this often all the same (before, such a process never ended;
- * found by a probe), so it ends at most this long after its last thread. */
+/* A first thread that ends with the raw exit system call runs no destructor
+ * (before, such a process never ended; found by a probe). The robust mutex of
+ * os_main_alive_mark sees any end; where it was never taken (ebb loaded by
+ * another thread), /proc is asked this often all the same, so the process
+ * ends at most this long after its last thread. */
 #define MAIN_ASK_MS 2000
 static atomic_int main_thread_state;
 static __thread uint8_t thread_is_main __attribute__((tls_model("initial-exec")));
@@ -147,6 +151,10 @@ uint64_t thread_count_seen(void) { return atomic_load_explicit(&threads_seen, me
  * allocates is covered by spin_fork_holder. */
 static void fork_prepare(void) {
   arena_lock_all();
+  /* a batch of extents another thread unmaps with the cache's lock let go
+   * would stay mapped in the child, owned by nobody; holding the lock, no new
+   * one starts, and those under way need no lock to finish */
+  huge_wait_unmaps(1000);
   spin_fork_holder = 1;
 }
 static void fork_parent(void) {
@@ -163,6 +171,7 @@ static void fork_child(void) {
   /* the forking thread is the child's first thread; known alive only if it
    * was the parent's (its key was set at its first allocation there) */
   atomic_store(&main_thread_state, thread_is_main ? MAIN_ALIVE : MAIN_UNKNOWN);
+  os_main_alive_mark(); /* this thread is the child's first, whichever it was in the parent */
   atomic_store(&bg_state, 0);
   if (opt.background == 1) thread_background_start();
 }
@@ -174,15 +183,22 @@ static void fork_child(void) {
  * (found by a probe: 13 of 600 children hung in their malloc). ebb's _Fork
  * wrapper (os.c) calls these around libc's: the background thread holds no
  * lock between its passes, and skips them while a _Fork is under way. The
- * wait is bounded (100 ms: a pass takes far less), so a _Fork from a signal
- * handler can never wait on the thread for good. Other threads of the
+ * wait is bounded (RAW_FORK_WAIT_MS), and a caller that holds a lock of ebb's
+ * waits for nothing. Other threads of the
  * program's own may hold locks too: as with glibc's malloc, POSIX allows such
  * a child only async-signal-safe calls. */
+#define RAW_FORK_WAIT_MS 1000 /* a pass takes far less; the bound is for a thread that cannot go on */
 static atomic_int bg_busy;   /* the background thread is in a pass */
 static atomic_int raw_forks; /* _Fork calls under way */
 
 static void raw_fork_before(void) {
   atomic_fetch_add(&raw_forks, 1);
+  /* A caller holding one of ebb's locks (a signal handler that interrupted
+   * it) waits for nothing: the background thread may be waiting on that very
+   * lock, and the interrupted thread never ran again while each handler waited
+   * out the bound and the next signal came (found by a probe); its child
+   * inherits the lock, as it would under glibc's malloc. */
+  if (spin_held > 0) return;
   uint64_t start = 0;
   for (unsigned i = 1; atomic_load(&bg_busy); i++) {
     os_yield();
@@ -190,9 +206,10 @@ static void raw_fork_before(void) {
     uint64_t now = os_now_ms();
     if (!start)
       start = now;
-    else if (now - start > 100)
-      break;
+    else if (now - start > RAW_FORK_WAIT_MS)
+      return;
   }
+  huge_wait_unmaps(RAW_FORK_WAIT_MS);
 }
 
 static void raw_fork_after(bool child) {
@@ -207,6 +224,7 @@ static void raw_fork_after(bool child) {
   atomic_store(&bg_busy, 0);
   atomic_store(&bg_state, 0);
   atomic_store(&main_thread_state, thread_is_main ? MAIN_ALIVE : MAIN_UNKNOWN);
+  os_main_alive_mark(); /* _Fork gave this thread an empty robust list: a fresh mutex */
 }
 
 /* ------------------------------------------------------------ background thread */
@@ -226,8 +244,11 @@ static void *background_main(void *arg) {
     if (period > 100) period = 100;
     os_sleep_ms(period);
     uint64_t now = os_now_ms();
-    if (atomic_load_explicit(&main_thread_state, memory_order_acquire) != MAIN_ALIVE ||
-        now - asked >= MAIN_ASK_MS) {
+    int alive = os_main_alive(); /* 1, 0, or -1: not known (the robust mutex was never taken) */
+    bool ask = alive == 0 ||
+               (alive < 0 && (atomic_load_explicit(&main_thread_state, memory_order_acquire) != MAIN_ALIVE ||
+                              now - asked >= MAIN_ASK_MS));
+    if (ask) {
       asked = now;
       if (os_only_thread_left()) break;
     }
@@ -295,6 +316,7 @@ static void thread_create_failed(void *box) { ebb_free(box); }
 __attribute__((constructor(101))) static void thread_constructor(void) {
   thread_process_init();
   os_thread_init();
+  if (os_is_main_thread()) os_main_alive_mark();
   os_on_thread_create(thread_before_create, thread_create_failed);
   os_atfork(fork_prepare, fork_parent, fork_child);
   os_on_raw_fork(raw_fork_before, raw_fork_after);

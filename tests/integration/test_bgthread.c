@@ -84,6 +84,14 @@ Test(bgthread, a_raw_fork_child_never_waits_on_the_background_threads_lock_bg_fr
   bg_case_env("rawfork", "EBB_BACKGROUND=1 EBB_DECAY_MS=1", "hung 0, failed 0");
 }
 
+/* A _Fork from a signal handler that interrupted a holder of ebb's lock does
+ * not wait for the background thread, which may be waiting on that lock: main
+ * stopped for good while each handler waited out its bound (found by a probe;
+ * with the 10 s deadline, a stall also shows as 137). */
+Test(bgthread, a_raw_fork_from_a_signal_handler_never_stalls_the_program) {
+  bg_case_env("sigfork", "EBB_BACKGROUND=auto EBB_DECAY_MS=1", "stalled 0,");
+}
+
 /* The background thread blocks every signal: a blocked SIGUSR1 sent to the
  * process killed it (the background thread took it with the default action). */
 Test(bgthread, a_blocked_signal_reaches_sigwait) { bg_case("sigwait", "auto", "sigwait got 10"); }

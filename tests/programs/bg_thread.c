@@ -2,7 +2,7 @@
  * (found by a probe): it must not keep a process alive whose main() called
  * pthread_exit, and must not take a signal the program blocked to wait for it.
  *
- * Usage: bg_thread exit|exit-nofile|exit-alone|exit-raw|sigwait|fds|rawfork
+ * Usage: bg_thread exit|exit-nofile|exit-alone|exit-raw|sigwait|fds|rawfork|sigfork
  *   exit:        a worker mallocs and prints, main() calls pthread_exit: the
  *                process must end with status 0 once the worker has (POSIX),
  *                its output flushed;
@@ -21,7 +21,7 @@
  *                it must arrive there, not kill the process;
  *   fds:         a helper thread sleeps (so the background thread runs, with
  *                EBB_BACKGROUND=auto) while main closes descriptor 0 and
- *                opens /dev/null again, 1.5 s long: POSIX gives it the lowest
+ *                opens /dev/null again, 3 s long: POSIX gives it the lowest
  *                free number, 0, every time. The background thread took that
  *                number for its own open of /proc/self/stat now and then
  *                (about once in 20,000 tries; found by a probe);
@@ -31,7 +31,15 @@
  *                makes 20 children with _Fork (no atfork handler runs), each
  *                allocating through the slow paths, 15 times: no child may
  *                hang (one whose malloc waits on a lock the background thread
- *                held at the _Fork; 13 of 600 did; found by a probe).
+ *                held at the _Fork; 13 of 600 did; found by a probe);
+ *   sigfork:     a SIGALRM every 20 ms calls _Fork from its handler (the
+ *                child exits at once) while main mallocs and frees 5 MiB
+ *                blocks and two threads spin (load), 4 s long: main must
+ *                make progress in every half
+ *                second (a handler that interrupted main holding the
+ *                large-block lock waited 100 ms for the background thread,
+ *                which waited on that lock, and the next signal came: main
+ *                never ran again; found by a probe).
  * Prints what happened; exits 0 on success. */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -41,7 +49,9 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <errno.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -117,6 +127,56 @@ static int raw_forks(void) {
   return hung || failed;
 }
 
+static volatile sig_atomic_t forked_in_handler;
+static void fork_on_alarm(int sig) {
+  (void)sig;
+  int e = errno;
+  pid_t c = _Fork();
+  if (c == 0) _exit(0);
+  if (c > 0) forked_in_handler++;
+  errno = e;
+}
+
+static volatile int spinning = 1;
+static void *spin(void *arg) {
+  while (spinning) {
+  }
+  return arg;
+}
+
+static double now_s(void);
+static int signal_forks(void) {
+  /* two threads that only spin, on 2 cores: main and the background thread
+   * wait their turns, as on a loaded machine (where the stall showed) */
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    if (pthread_create(&t[i], NULL, spin, NULL) != 0) return 2;
+  signal(SIGCHLD, SIG_IGN); /* the children are reaped by the kernel */
+  signal(SIGALRM, fork_on_alarm);
+  struct itimerval it = {{0, 20000}, {0, 20000}};
+  setitimer(ITIMER_REAL, &it, NULL);
+  int stalled = 0;
+  double next = now_s() + 0.5;
+  unsigned long last = 0, n = 0;
+  for (int window = 0; window < 8;) {
+    free(malloc(5 << 20));
+    n++;
+    if (now_s() >= next) { /* only main's own loop notices the time: a stalled main never gets here */
+      stalled += n - last < 10;
+      last = n;
+      window++;
+      next += 0.5;
+    }
+  }
+  struct itimerval off = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_REAL, &off, NULL);
+  spinning = 0;
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  printf("windows 8, stalled %d, forks %d\n", stalled, (int)forked_in_handler);
+  fflush(stdout);
+  return stalled != 0;
+}
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -163,11 +223,12 @@ int main(int argc, char **argv) {
     _exit(0); /* the helper sleeps on */
   }
   if (strcmp(argv[1], "rawfork") == 0) return raw_forks();
+  if (strcmp(argv[1], "sigfork") == 0) return signal_forks();
   if (strcmp(argv[1], "fds") == 0) {
     pthread_t t;
     if (pthread_create(&t, NULL, sleeper, NULL) != 0) return 2;
     long tries = 0, wrong = 0;
-    double end = now_s() + 1.5;
+    double end = now_s() + 3.0;
     while (now_s() < end) {
       for (int i = 0; i < 1000; i++, tries++) {
         close(0);

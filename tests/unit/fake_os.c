@@ -207,6 +207,10 @@ void os_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void))
   pthread_atfork(prepare, parent, child);
 }
 
+/* The unit tests have no background thread: the first thread is never marked. */
+void os_main_alive_mark(void) {}
+int os_main_alive(void) { return -1; }
+
 /* The unit tests make no _Fork: the hooks are kept, never called. */
 void os_on_raw_fork(void (*before)(void), void (*after)(bool child)) {
   (void)before;
