@@ -49,9 +49,9 @@ Test(bgthread, main_pthread_exit_ends_with_the_last_thread_bg_from_start) {
   bg_case("exit", "1", "worker done");
 }
 /* A first thread that ends with the raw exit system call runs no destructor,
- * so ebb never sees it go: the background thread still asks /proc every 2 s
- * and the process ends (it never did; found by a probe). The bound is the
- * 10 s deadline. */
+ * so ebb's exit key never sees it go; the robust mutex it holds does, and the
+ * process ends with its last thread (it never did; found by a probe). The
+ * bound is the 10 s deadline. */
 Test(bgthread, main_raw_exit_ends_with_the_last_thread) { bg_case("exit-raw", "auto", "worker done"); }
 Test(bgthread, main_raw_exit_ends_with_the_last_thread_bg_from_start) { bg_case("exit-raw", "1", "worker done"); }
 Test(bgthread, main_pthread_exit_alone_ends_at_once) { bg_case("exit-alone", "1", "main gone"); }
