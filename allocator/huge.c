@@ -111,19 +111,9 @@ static void unmap_unlocked(span_t *batch, unsigned *n) {
   plain_add(&huge_purged, bytes);
 }
 
-bool huge_wait_unmaps(uint64_t ms) {
-  uint64_t start = 0;
-  for (unsigned i = 1; atomic_load_explicit(&unmapping_bytes, memory_order_acquire); i++) {
-    os_yield();
-    if (i % 64) continue;
-    uint64_t now = os_now_ms();
-    if (!start)
-      start = now;
-    else if (now - start > ms)
-      return false;
-  }
-  return true;
-}
+static bool unmaps_under_way(void) { return atomic_load_explicit(&unmapping_bytes, memory_order_acquire) != 0; }
+
+bool huge_wait_unmaps(uint64_t ms) { return os_wait_while(unmaps_under_way, ms); }
 
 static size_t cache_unmap_at(unsigned i) {
   size_t len = cache[i].len;

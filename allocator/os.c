@@ -453,6 +453,20 @@ bool os_only_thread_left(void) {
   return threads == 1 || (threads == 2 && state == 'Z');
 }
 
+bool os_wait_while(bool (*busy)(void), uint64_t ms) {
+  uint64_t start = 0;
+  for (unsigned i = 1; busy(); i++) {
+    os_yield();
+    if (i % 64) continue; /* the clock every 64 yields */
+    uint64_t now = os_now_ms();
+    if (!start)
+      start = now;
+    else if (now - start > ms)
+      return false;
+  }
+  return true;
+}
+
 void os_sleep_ms(uint64_t ms) {
   int saved = errno;
   struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};

@@ -56,6 +56,8 @@ bool os_fd_identity(int fd, uint64_t id[2]);
 __attribute__((noreturn)) void os_abort(void);
 void os_yield(void);             /* sched_yield: a spin lock's back-off */
 void os_sleep_ms(uint64_t ms);   /* nanosleep; only the background thread sleeps */
+/* Yields while busy() says so, at most about ms; false if it still did. */
+bool os_wait_while(bool (*busy)(void), uint64_t ms);
 /* Whether the calling thread is the process's last live one (/proc/self/stat;
  * true if unreadable, so that the background thread ends). Background thread only,
  * and only once the first thread is gone or unknown (thread.c: main_thread_state). */

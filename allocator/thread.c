@@ -191,6 +191,8 @@ static void fork_child(void) {
 static atomic_int bg_busy;   /* the background thread is in a pass */
 static atomic_int raw_forks; /* _Fork calls under way */
 
+static bool background_busy(void) { return atomic_load(&bg_busy) != 0; }
+
 static void raw_fork_before(void) {
   atomic_fetch_add(&raw_forks, 1);
   /* A caller holding one of ebb's locks (a signal handler that interrupted
@@ -199,17 +201,7 @@ static void raw_fork_before(void) {
    * out the bound and the next signal came (found by a probe); its child
    * inherits the lock, as it would under glibc's malloc. */
   if (spin_held > 0) return;
-  uint64_t start = 0;
-  for (unsigned i = 1; atomic_load(&bg_busy); i++) {
-    os_yield();
-    if (i % 64) continue;
-    uint64_t now = os_now_ms();
-    if (!start)
-      start = now;
-    else if (now - start > RAW_FORK_WAIT_MS)
-      return;
-  }
-  huge_wait_unmaps(RAW_FORK_WAIT_MS);
+  if (os_wait_while(background_busy, RAW_FORK_WAIT_MS)) huge_wait_unmaps(RAW_FORK_WAIT_MS);
 }
 
 static void raw_fork_after(bool child) {

@@ -169,6 +169,14 @@ bool os_fd_identity(int fd, uint64_t id[2]) {
 #include <sched.h>
 #include <time.h>
 void os_yield(void) { sched_yield(); }
+/* The fake clock stands still: bounded by yields instead. */
+bool os_wait_while(bool (*busy)(void), uint64_t ms) {
+  for (uint64_t i = 0; busy(); i++) {
+    if (i > ms * 1000) return false;
+    sched_yield();
+  }
+  return true;
+}
 void os_sleep_ms(uint64_t ms) {
   struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
