@@ -56,27 +56,19 @@ static __thread uint8_t thread_keyed_at_start __attribute__((tls_model("initial-
  * gcc dropped the store of 1 before the call. */
 static __thread volatile uint8_t thread_keying __attribute__((tls_model("initial-exec")));
 
-/* Whether the process's first thread is alive, as ebb saw it: its exit key
- * holds its arena from its first allocation on (MAIN_ALIVE), and its
- * destructor runs when that thread calls pthread_exit (MAIN_GONE): exit() or
- * a return from main() end the whole process. While it is alive the
- * background thread cannot be the last one and reads no /proc file: its open
- * took the lowest free descriptor for a moment, so a program's close(0) and
- * open() got another number about once in 20,000 tries (found by a probe). */
-enum { MAIN_UNKNOWN, MAIN_ALIVE, MAIN_GONE };
-/* A first thread that ends with the raw exit system call runs no destructor
- * (before, such a process never ended; found by a probe). The robust mutex of
- * os_main_alive_mark sees any end; where it was never taken (ebb loaded by
- * another thread), /proc is asked this often all the same, so the process
- * ends at most this long after its last thread. */
+/* While the process's first thread is alive the background thread cannot be
+ * the last one and reads no /proc file: its open took the lowest free
+ * descriptor for a moment, so a program's close(0) and open() got another
+ * number about once in 20,000 tries (found by a probe). The robust mutex of
+ * os_main_alive_mark sees that thread end however it ends (pthread_exit, or
+ * the raw exit system call, which runs no destructor). Where it was never
+ * taken (ebb loaded by another thread), /proc is asked this often, so the
+ * process ends at most this long after its last thread. */
 #define MAIN_ASK_MS 2000
-static atomic_int main_thread_state;
-static __thread uint8_t thread_is_main __attribute__((tls_model("initial-exec")));
 
 static void thread_exit(void *arg) {
   arena_t *a = arg;
   thread_gone = 1;
-  if (thread_is_main) atomic_store_explicit(&main_thread_state, MAIN_GONE, memory_order_release);
   if (a == &arena_none) return; /* keyed at start, never bound an arena */
   owner_enter(a); /* not while another thread takes its pages back */
   /* first: a taker that swapped the free key away restores it under the lock,
@@ -128,12 +120,7 @@ arena_t *thread_arena(void) {
   atomic_fetch_add_explicit(&threads_seen, 1, memory_order_relaxed);
   /* may call malloc (a second-level key block): the arena is already set */
   if (thread_keying) return a; /* thread_trampoline keys and shows it */
-  if (!os_exit_key_set(a)) return a;
-  if (!thread_keyed_at_start && os_is_main_thread()) {
-    thread_is_main = 1;
-    atomic_store_explicit(&main_thread_state, MAIN_ALIVE, memory_order_release);
-  }
-  if (thread_keyed_at_start || thread_is_main) thread_show_owner(a);
+  if (os_exit_key_set(a) && (thread_keyed_at_start || os_is_main_thread())) thread_show_owner(a);
   return a;
 }
 
@@ -168,9 +155,6 @@ static void fork_parent(void) {
 static void fork_child(void) {
   spin_fork_holder = 0;
   arena_fork_child();
-  /* the forking thread is the child's first thread; known alive only if it
-   * was the parent's (its key was set at its first allocation there) */
-  atomic_store(&main_thread_state, thread_is_main ? MAIN_ALIVE : MAIN_UNKNOWN);
   os_main_alive_mark(); /* this thread is the child's first, whichever it was in the parent */
   atomic_store(&bg_state, 0);
   if (opt.background == 1) thread_background_start();
@@ -215,15 +199,14 @@ static void raw_fork_after(bool child) {
   atomic_store(&raw_forks, 0);
   atomic_store(&bg_busy, 0);
   atomic_store(&bg_state, 0);
-  atomic_store(&main_thread_state, thread_is_main ? MAIN_ALIVE : MAIN_UNKNOWN);
   os_main_alive_mark(); /* _Fork gave this thread an empty robust list: a fresh mutex */
 }
 
 /* ------------------------------------------------------------ background thread */
 
 /* Ends once it is the last thread (asked of /proc each pass once the first
- * thread called pthread_exit or was never seen, else every MAIN_ASK_MS): a
- * program whose main() called pthread_exit ends when its last thread does (glibc's exit(0) in that
+ * thread is gone, every MAIN_ASK_MS where that is not known): a program whose
+ * main() called pthread_exit ends when its last thread does (glibc's exit(0) in that
  * thread), and this thread must not be that one forever (found by a probe: the
  * process never exited, and Python's test_threading hung). Returning runs
  * that exit(0) here. */
@@ -237,10 +220,7 @@ static void *background_main(void *arg) {
     os_sleep_ms(period);
     uint64_t now = os_now_ms();
     int alive = os_main_alive(); /* 1, 0, or -1: not known (the robust mutex was never taken) */
-    bool ask = alive == 0 ||
-               (alive < 0 && (atomic_load_explicit(&main_thread_state, memory_order_acquire) != MAIN_ALIVE ||
-                              now - asked >= MAIN_ASK_MS));
-    if (ask) {
+    if (alive == 0 || (alive < 0 && now - asked >= MAIN_ASK_MS)) {
       asked = now;
       if (os_only_thread_left()) break;
     }
