@@ -29,6 +29,12 @@ static _Atomic uint64_t oldest_since = UINT64_MAX;
 
 void huge_lock_all(void) { spin_lock(&lock); }
 void huge_unlock_all(void) { spin_unlock(&lock); }
+/* Bytes taken out of the cache and not yet unmapped (cache_take_out). They
+ * still count as cached (mapped, dirty), and a trim and a fork wait for them,
+ * not only the thread unmapping them (found by a probe: a trim that found the
+ * cache empty returned, stats saying all was purged, with another thread's
+ * 500 MB still mapped for 60 ms; a fork child inherits such mappings, which
+ * nobody in it owns). */
 static _Atomic size_t unmapping_bytes;
 size_t huge_cache_bytes(void) {
   return atomic_load_explicit(&cache_bytes, memory_order_relaxed) +
@@ -82,13 +88,6 @@ typedef struct {
   char *base;
   size_t len;
 } span_t;
-
-/* unmapping_bytes (above): bytes taken out and not yet unmapped. They still
- * count as cached (mapped, dirty), and a trim and a fork wait for them, not
- * only the thread unmapping them (found by a probe: a trim that found the
- * cache empty returned, stats saying all was purged, with another thread's
- * 500 MB still mapped for 60 ms; a fork child inherits such mappings, which
- * nobody in it owns). */
 
 static size_t cache_take_out(unsigned i, span_t *batch, unsigned *n) {
   size_t len = cache[i].len;
