@@ -670,6 +670,12 @@ __attribute__((weak, visibility("default"))) pid_t _Fork(void) {
 }
 #endif
 
+/* glibc's own answer (2.32 and later): it turns false when the process
+ * creates its first thread and stays so (weak: a libc without it says
+ * nothing). */
+extern char __libc_single_threaded __attribute__((weak));
+bool os_threads_started(void) { return &__libc_single_threaded != NULL && !__libc_single_threaded; }
+
 bool os_is_main_thread(void) {
   int saved = errno;
   bool main = (pid_t)syscall(SYS_gettid) == getpid();
@@ -680,8 +686,9 @@ bool os_is_main_thread(void) {
 #ifndef EBB_NO_OVERRIDE
 /* libebb.so exports it as pthread_create too; libebb.a makes this name local
  * (Makefile), so a static link interposes on nothing of libc's and exports
- * only ebb_* names: a program asks for the hook with -Wl,--wrap=pthread_create
- * -Wl,--defsym=__wrap_pthread_create=ebb_pthread_create. Weak all the same. */
+ * only ebb_* names: a program asks for the hook with
+ * -Wl,--defsym=pthread_create=ebb_pthread_create -Wl,-u,ebb_pthread_create.
+ * Weak all the same. */
 __attribute__((weak, visibility("default"))) int pthread_create(pthread_t *t, const pthread_attr_t *attr,
                                                                 void *(*fn)(void *), void *arg) {
   return ebb_pthread_create(t, attr, fn, arg);

@@ -292,6 +292,12 @@ __attribute__((constructor(101))) static void thread_constructor(void) {
   os_on_thread_create(thread_before_create, thread_create_failed);
   os_atfork(fork_prepare, fork_parent, fork_child);
   os_on_raw_fork(raw_fork_before, raw_fork_after);
-  if (opt.background == 1) thread_background_start();
+  /* EBB_BACKGROUND=auto: a thread that came before this constructor did not
+   * pass through the hook (ld.so runs the constructors of the program's own
+   * libraries before a preloaded libebb.so's, and a static program's of
+   * priority 101 may run first): the process has its second thread already
+   * (found by a probe: a library's constructor started a worker that freed
+   * 200 MB, and the memory stayed for good) */
+  if (opt.background == 1 || (opt.background != 0 && os_threads_started())) thread_background_start();
 }
 

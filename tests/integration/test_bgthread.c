@@ -117,3 +117,30 @@ static void big_tls_case(unsigned bytes) {
 
 Test(bgthread, a_program_with_58_kb_of_tls) { big_tls_case(58000); }
 Test(bgthread, a_program_with_1_mb_of_tls) { big_tls_case(1 << 20); }
+
+/* A thread that a library's constructor started before ebb's constructor ran
+ * (ld.so runs the program's own libraries' constructors before a preloaded
+ * libebb.so's) never passed through ebb's pthread_create, so under
+ * EBB_BACKGROUND=auto no background thread started, and the 100 MiB that
+ * thread freed before blocking for good stayed resident (found by a probe:
+ * 199 MB after 3 s). ebb's constructor now starts it when the process has a
+ * second thread already. */
+Test(bgthread, a_thread_from_a_librarys_constructor_gets_the_background_thread) {
+  char after[1024];
+  int st = compile_program(&bg_out, NULL, "ctor_thread.c", "libctor_thread.so",
+                           "-O1 -Wall -Wextra -Werror -shared -fPIC -DCTOR_LIB -pthread", "-pthread");
+  cr_assert_eq(st, 0, "compiling the library: %s\n%s%s", describe_status(st), bg_out.out, bg_out.err);
+  snprintf(after, sizeof after, "-Wl,--no-as-needed -L'%s' -lctor_thread -Wl,-rpath,'%s' -pthread", tmp_dir(),
+           tmp_dir());
+  st = compile_program(&bg_out, NULL, "ctor_thread.c", "ctor_thread", "-O1 -Wall -Wextra -Werror -pthread", after);
+  cr_assert_eq(st, 0, "compiling the program: %s\n%s%s", describe_status(st), bg_out.out, bg_out.err);
+  st = run_cmd(&bg_out, "timeout -s KILL 20 env -i LD_PRELOAD='%s/build/libebb.so' '%s/ctor_thread'", repo_root(),
+               tmp_dir());
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "ctor_thread: %s\n%s%s", describe_status(st), bg_out.out,
+            bg_out.err);
+  int threads = 0;
+  double rss = -1;
+  cr_assert_eq(sscanf(bg_out.out, "threads=%d rss_mib=%lf", &threads, &rss), 2, "ctor_thread said: %s", bg_out.out);
+  cr_expect_eq(threads, 3, "no background thread (main, the worker and it make 3): %s", bg_out.out);
+  cr_expect_lt(rss, 40, "the worker's freed 100 MiB stayed resident: %s", bg_out.out);
+}
