@@ -36,9 +36,9 @@ $(B)/libebb.so: $(B)/obj/ebb.o
 # local in the archive's object, so only ebb_* and the standard names are global.
 # The archive does not export pthread_create (libebb.so's, which starts the
 # background thread): a program that wants EBB_BACKGROUND=auto links the same
-# function in under its public name with $(EBB_WRAP_LDFLAGS).
+# function in under its public name with $(EBB_HOOK_LDFLAGS) (docs/api.md).
 ARCHIVE_OBJCOPY := objcopy --localize-hidden --localize-symbol=pthread_create --localize-symbol=_Fork
-EBB_WRAP_LDFLAGS := -Wl,--wrap=pthread_create -Wl,--defsym=__wrap_pthread_create=ebb_pthread_create
+EBB_HOOK_LDFLAGS := -Wl,--defsym=pthread_create=ebb_pthread_create -Wl,-u,ebb_pthread_create
 $(B)/libebb.a: $(B)/obj/ebb.o
 	$(ARCHIVE_OBJCOPY) $< $(B)/obj/ebb-static.o
 	rm -f $@ && ar rcs $@ $(B)/obj/ebb-static.o
@@ -84,9 +84,9 @@ $(B)/tests/integration: $(INT_SRC) $(B)/libebb.so | $(B)/tests
 STRESS_SRC := $(wildcard tests/stress/*.c)
 # The stress tests run the default EBB_BACKGROUND=auto, so they link ebb's pthread_create wrapper in.
 $(B)/tests/stress: $(STRESS_SRC) $(B)/libebb.a | $(B)/tests
-	$(CC) $(TCFLAGS) $(STRESS_SRC) $(B)/libebb.a -o $@ $(EBB_WRAP_LDFLAGS) $(TLIBS)
+	$(CC) $(TCFLAGS) $(STRESS_SRC) $(B)/libebb.a -o $@ $(EBB_HOOK_LDFLAGS) $(TLIBS)
 $(B)/tests/stress-debug: $(STRESS_SRC) $(B)/debug/libebb.a | $(B)/tests
-	$(CC) $(TCFLAGS) $(STRESS_SRC) $(B)/debug/libebb.a -o $@ $(EBB_WRAP_LDFLAGS) $(TLIBS)
+	$(CC) $(TCFLAGS) $(STRESS_SRC) $(B)/debug/libebb.a -o $@ $(EBB_HOOK_LDFLAGS) $(TLIBS)
 
 # valgrind: the ebb_* API tests, with ebb built to emit memcheck client requests.
 VG_SRC := tests/integration/test_api.c

@@ -111,8 +111,9 @@ size_t ebb_trim(void);
  * pthread_create (the arguments are pthread_create's: pthread_t *, const
  * pthread_attr_t *, the start routine, its argument). libebb.so's own
  * pthread_create is this; a program linked with libebb.a gets it for every
- * pthread_create with -Wl,--wrap=pthread_create
- * -Wl,--defsym=__wrap_pthread_create=ebb_pthread_create, or calls it. */
+ * pthread_create, its shared libraries' too (std::thread), with
+ * -Wl,--defsym=pthread_create=ebb_pthread_create -Wl,-u,ebb_pthread_create,
+ * or calls it. */
 int ebb_pthread_create(void *thread, const void *attr, void *(*start)(void *), void *arg);
 
 #ifdef __cplusplus

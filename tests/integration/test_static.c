@@ -130,21 +130,73 @@ Test(static_link, a_set_user_id_program_ignores_ebb_settings) {
 
 /* The archive interposes on nothing of libc's: its pthread_create hook (which
  * starts the background thread under EBB_BACKGROUND=auto), ebb_pthread_create,
- * runs for every pthread_create only with -Wl,--wrap=pthread_create
- * -Wl,--defsym=__wrap_pthread_create=ebb_pthread_create. Without them libc's
- * runs alone and no background thread starts (EBB_BACKGROUND=1 still starts
- * one at start-up). */
-Test(static_link, background_thread_needs_the_wrap_flag) {
+ * runs for every pthread_create only when the link makes pthread_create that
+ * function, with HOOK_FLAGS (docs/api.md). Without them libc's runs alone and
+ * no background thread starts (EBB_BACKGROUND=1 still starts one at start-up). */
+#define HOOK_FLAGS "-Wl,--defsym=pthread_create=ebb_pthread_create -Wl,-u,ebb_pthread_create"
+Test(static_link, background_thread_needs_the_hook_flags) {
+  build("static_wrap.c", "static_hook", "-O1 -Wall " HOOK_FLAGS);
+  int st = run_cmd(&r, "env -u EBB_BACKGROUND '%s/static_hook' 3", tmp_dir());
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "with the hook flags: %s\n%s%s", describe_status(st), r.out,
+            r.err);
+  build("static_wrap.c", "static_nowrap", "-O1 -Wall");
+  st = run_cmd(&r, "env -u EBB_BACKGROUND '%s/static_nowrap' 2", tmp_dir());
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "without them: %s\n%s%s", describe_status(st), r.out, r.err);
+  st = run_cmd(&r, "EBB_BACKGROUND=1 '%s/static_nowrap' 3", tmp_dir());
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "EBB_BACKGROUND=1 without them: %s\n%s%s", describe_status(st),
+            r.out, r.err);
+}
+
+/* The flags the docs gave before, which still work for the program's own
+ * calls (--wrap rewrites only the objects linked into the executable). */
+Test(static_link, background_thread_with_the_wrap_flags) {
   build("static_wrap.c", "static_wrap",
         "-O1 -Wall -Wl,--wrap=pthread_create -Wl,--defsym=__wrap_pthread_create=ebb_pthread_create");
   int st = run_cmd(&r, "env -u EBB_BACKGROUND '%s/static_wrap' 3", tmp_dir());
   cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "with --wrap: %s\n%s%s", describe_status(st), r.out, r.err);
-  build("static_wrap.c", "static_nowrap", "-O1 -Wall");
-  st = run_cmd(&r, "env -u EBB_BACKGROUND '%s/static_nowrap' 2", tmp_dir());
-  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "without --wrap: %s\n%s%s", describe_status(st), r.out, r.err);
-  st = run_cmd(&r, "EBB_BACKGROUND=1 '%s/static_nowrap' 3", tmp_dir());
-  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "EBB_BACKGROUND=1 without --wrap: %s\n%s%s", describe_status(st),
+}
+
+/* std::thread's pthread_create call is libstdc++.so's, which --wrap never
+ * rewrites: a C++ program linked with the --wrap flags got no background
+ * thread, and a worker's freed 200 MB stayed resident (found by a probe). With
+ * HOOK_FLAGS the executable defines pthread_create (exported, since
+ * libstdc++.so refers to it) and every shared library's call binds to it. */
+Test(static_link, std_thread_gets_the_background_thread_with_the_hook_flags) {
+  build("static_std_thread.cpp", "static_std_thread", "-O1 -Wall -std=c++17 " HOOK_FLAGS);
+  int st = run_cmd(&r, "env -u EBB_BACKGROUND '%s/static_std_thread' 3", tmp_dir());
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "std::thread with the hook flags: %s\n%s%s",
+            describe_status(st), r.out, r.err);
+}
+
+/* A thread that the program's own constructor of priority 101 starts may
+ * come before ebb's constructor (the same priority), and so before its hook
+ * was in place: ebb's constructor starts the background thread when the
+ * process has a second thread already (found by a probe). The worker frees
+ * 100 MiB and blocks for good. */
+Test(static_link, a_thread_from_a_constructor_before_ebbs_gets_the_background_thread) {
+  build("ctor_thread.c", "static_ctor_thread", "-O1 -Wall -DCTOR_HERE " HOOK_FLAGS);
+  int st = run_cmd(&r, "env -u EBB_BACKGROUND timeout -s KILL 20 '%s/static_ctor_thread'", tmp_dir());
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "static_ctor_thread: %s\n%s%s", describe_status(st), r.out,
+            r.err);
+  int threads = 0;
+  double rss = -1;
+  cr_assert_eq(sscanf(r.out, "threads=%d rss_mib=%lf", &threads, &rss), 2, "static_ctor_thread said: %s", r.out);
+  cr_expect_eq(threads, 3, "no background thread (main, the worker and it make 3): %s", r.out);
+  cr_expect_lt(rss, 40, "the worker's freed 100 MiB stayed resident: %s", r.out);
+}
+
+/* Fully static with HOOK_FLAGS: also -Wl,-u,__pthread_create_2_1 (below). */
+Test(static_link, fully_static_with_the_hook_flags) {
+  build("static_wrap.c", "static_hook_full", FULL_STATIC "-O1 -Wall " HOOK_FLAGS " -Wl,-u,__pthread_create_2_1");
+  cr_assert_eq(has_interp(tmp_path("static_hook_full")), 0, "-static produced a dynamic executable");
+  int st = run_cmd(&r, "env -u EBB_BACKGROUND '%s/static_hook_full' 3", tmp_dir());
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "-static, the hook flags and -u: %s\n%s%s", describe_status(st),
             r.out, r.err);
+  build("static_std_thread.cpp", "static_std_thread_full",
+        FULL_STATIC "-O1 -Wall -std=c++17 " HOOK_FLAGS " -Wl,-u,__pthread_create_2_1");
+  st = run_cmd(&r, "env -u EBB_BACKGROUND '%s/static_std_thread_full' 3", tmp_dir());
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "-static std::thread: %s\n%s%s", describe_status(st), r.out,
+            r.err);
 }
 
 /* Fully static with --wrap: the program's own pthread_create calls are
@@ -171,7 +223,7 @@ Test(static_link, fully_static_with_the_wrap_flag) {
  * it allocates glibc's second-level block, and nothing of it may stay behind. */
 Test(static_link, threads_leave_nothing_when_ebbs_key_is_past_the_first_32) {
   build("static_late_key.c", "static_late_key",
-        "-O1 -Wall -Wno-prio-ctor-dtor -Wl,--wrap=pthread_create -Wl,--defsym=__wrap_pthread_create=ebb_pthread_create");
+        "-O1 -Wall -Wno-prio-ctor-dtor " HOOK_FLAGS);
   run_ok("static_late_key");
 }
 

@@ -1,5 +1,5 @@
 /* static_late_key.c — run by tests/integration/test_static.c, linked with
- * build/libebb.a and -Wl,--wrap=pthread_create (ebb's pthread_create). A
+ * build/libebb.a and -Wl,--defsym=pthread_create=ebb_pthread_create. A
  * constructor that runs before ebb's creates 40 pthread keys, so ebb's exit
  * key is past the first 32 and glibc allocates its second-level block (512 B)
  * in each thread's first pthread_setspecific of it, which ebb's thread start

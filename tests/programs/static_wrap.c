@@ -1,5 +1,6 @@
 /* static_wrap.c — run by tests/integration/test_static.c, linked with
- * build/libebb.a with and without -Wl,--wrap=pthread_create (and the defsym to ebb_pthread_create). Creates one thread
+ * build/libebb.a with and without the flags that make pthread_create ebb's
+ * (-Wl,--defsym=pthread_create=ebb_pthread_create, or --wrap). Creates one thread
  * and, while it is alive, counts the process's threads: 3 when ebb's wrapper
  * started its background thread (EBB_BACKGROUND=auto), 2 when the archive's
  * wrapper is not linked in and libc's pthread_create ran alone. Prints

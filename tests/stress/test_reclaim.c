@@ -14,7 +14,7 @@
 #include "stress_util.h"
 
 /* The owners start through ebb's pthread_create, as every thread of a program
- * linked with -Wl,--wrap=pthread_create (the release and debug builds here)
+ * linked with -Wl,--defsym=pthread_create=ebb_pthread_create (the release and debug builds here)
  * or run under libebb.so does: only such a thread shows a taker where its free
  * key is (docs/architecture.md). The sanitizer builds wrap nothing. */
 static int owner_create(pthread_t *t, void *(*fn)(void *)) { return ebb_pthread_create(t, NULL, fn, NULL); }
