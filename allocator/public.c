@@ -205,41 +205,63 @@ static void *new_aligned_throw(size_t size, size_t align) {
  * nullptr; }), whose operator new is ebb's throwing one (new_failed: the
  * handler loop, then the throw it catches). With no handler the answer is
  * NULL without a throw; with no runtime to catch (a fully static link) it is
- * NULL without calling the handler, as before. name: the runtime's symbol of
- * the same form. */
+ * NULL without calling the handler, as before. form: the caller's, which
+ * names the runtime's of the same form. */
 typedef void *nothrow_new_t(size_t, const void *);
 typedef void *nothrow_new_aligned_t(size_t, size_t, const void *);
-static EBB_NOINLINE void *nothrow_failed(const char *name, size_t n, size_t al, const void *nt) {
+/* The runtime's four nothrow forms, looked up in ebb's constructor while
+ * memory is still there: the lookup needs dlopen, which fails itself once
+ * memory is exhausted, just when a failing nothrow new needs it (found by a
+ * probe: under an address-space cap, with small blocks exhausted too, the
+ * handler was never called). A runtime that was not loaded then (dlopen'd
+ * later) is looked up at the first failure. */
+enum { NT_NEW, NT_NEW_ARRAY, NT_NEW_ALIGNED, NT_NEW_ARRAY_ALIGNED, NT_FORMS };
+static const char *const nothrow_names[NT_FORMS] = {"_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
+                                                    "_ZnwmSt11align_val_tRKSt9nothrow_t",
+                                                    "_ZnamSt11align_val_tRKSt9nothrow_t"};
+static void *_Atomic nothrow_runtime[NT_FORMS];
+static void *nothrow_runtime_form(unsigned form) {
+  void *f = atomic_load_explicit(&nothrow_runtime[form], memory_order_acquire);
+  if (!f && (f = os_cxx_runtime_symbol(nothrow_names[form])))
+    atomic_store_explicit(&nothrow_runtime[form], f, memory_order_release);
+  return f;
+}
+/* Only where a C++ runtime is loaded (a C program asks nothing). */
+__attribute__((constructor(101))) static void nothrow_runtime_lookup(void) {
+  if (!new_handler_getter()) return;
+  for (unsigned form = 0; form < NT_FORMS; form++) nothrow_runtime_form(form);
+}
+static EBB_NOINLINE void *nothrow_failed(unsigned form, size_t n, size_t al, const void *nt) {
   get_new_handler_t *get = new_handler_getter();
   if (!get || !get()) return NULL;
-  void *f = os_cxx_runtime_symbol(name);
+  void *f = nothrow_runtime_form(form);
   if (!f) return NULL;
   return al ? ((nothrow_new_aligned_t *)f)(n, al, nt) : ((nothrow_new_t *)f)(n, nt);
 }
-static EBB_NOINLINE void *new_nothrow_slow(const char *name, size_t n, const void *nt) {
+static EBB_NOINLINE void *new_nothrow_slow(unsigned form, size_t n, const void *nt) {
   void *p = malloc_slow(n);
-  return p ? p : nothrow_failed(name, n, 0, nt);
+  return p ? p : nothrow_failed(form, n, 0, nt);
 }
-EBB_INLINE void *new_nothrow(const char *name, size_t n, const void *nt) {
+EBB_INLINE void *new_nothrow(unsigned form, size_t n, const void *nt) {
   void *p = malloc_fast(n);
-  return likely(p != NULL) ? p : new_nothrow_slow(name, n, nt);
+  return likely(p != NULL) ? p : new_nothrow_slow(form, n, nt);
 }
-static void *new_aligned_nothrow(const char *name, size_t size, size_t align, const void *nt) {
+static void *new_aligned_nothrow(unsigned form, size_t size, size_t align, const void *nt) {
   void *p = ebb_aligned_alloc(align, size ? size : 1);
-  return p ? p : nothrow_failed(name, size, align, nt);
+  return p ? p : nothrow_failed(form, size, align, nt);
 }
 
 EBB_EXPORT EBB_HOT_ENTRY void *_Znwm(size_t n) { return new_throw(n); }
 EBB_EXPORT EBB_HOT_ENTRY void *_Znam(size_t n) { return new_throw(n); }
-EBB_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { return new_nothrow("_ZnwmRKSt9nothrow_t", n, nt); }
-EBB_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { return new_nothrow("_ZnamRKSt9nothrow_t", n, nt); }
+EBB_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { return new_nothrow(NT_NEW, n, nt); }
+EBB_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { return new_nothrow(NT_NEW_ARRAY, n, nt); }
 EBB_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t al) { return new_aligned_throw(n, al); }
 EBB_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t al) { return new_aligned_throw(n, al); }
 EBB_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void *nt) {
-  return new_aligned_nothrow("_ZnwmSt11align_val_tRKSt9nothrow_t", n, al, nt);
+  return new_aligned_nothrow(NT_NEW_ALIGNED, n, al, nt);
 }
 EBB_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al, const void *nt) {
-  return new_aligned_nothrow("_ZnamSt11align_val_tRKSt9nothrow_t", n, al, nt);
+  return new_aligned_nothrow(NT_NEW_ARRAY_ALIGNED, n, al, nt);
 }
 
 void _ZdlPv(void *p) ALIAS(ebb_free);

@@ -193,6 +193,55 @@ static void handler_releases_a_reserve() {
         st);
 }
 
+/* The same with memory exhausted, small blocks too: the child caps its
+ * address space 64 MiB above what it has, keeps a reserve of 2000 blocks of
+ * 1000 bytes, and makes blocks of that size with the nothrow form (plain, then
+ * aligned) until it gets nullptr; a handler that frees 500 reserve blocks a
+ * call must have been called until the reserve is gone. ebb looked the
+ * runtime's nothrow form up at the failure, with dlopen, which failed itself
+ * then: the handler was never called (found by a probe). */
+static std::vector<char *> *exhaust_reserve;
+static int exhaust_calls;
+static void release_some() {
+  exhaust_calls++;
+  for (int i = 0; i < 500 && !exhaust_reserve->empty(); i++) {
+    ::operator delete(exhaust_reserve->back());
+    exhaust_reserve->pop_back();
+  }
+  if (exhaust_reserve->empty()) std::set_new_handler(nullptr);
+}
+static void handler_runs_when_memory_is_exhausted(bool aligned) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char *> reserve, made;
+    reserve.reserve(2000);
+    made.reserve(1 << 20); /* 8 MiB of pointers, made before the cap */
+    for (int i = 0; i < 2000; i++) reserve.push_back(static_cast<char *>(::operator new(1000)));
+    exhaust_reserve = &reserve;
+    long pages = 0;
+    FILE *f = std::fopen("/proc/self/statm", "r");
+    if (!f || std::fscanf(f, "%ld", &pages) != 1) _exit(3);
+    std::fclose(f);
+    struct rlimit rl;
+    rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)64 << 20);
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+    std::set_new_handler(release_some);
+    for (;;) {
+      void *p = aligned ? ::operator new(1000, std::align_val_t(64), std::nothrow) : ::operator new(1000, std::nothrow);
+      if (!p || made.size() == made.capacity()) break;
+      made.push_back(static_cast<char *>(p));
+    }
+    _exit(made.size() < made.capacity() && reserve.empty() && exhaust_calls == 4 ? 0 : 1);
+  }
+  int st = 0;
+  CHECK(pid > 0 && waitpid(pid, &st, 0) == pid, "fork/waitpid failed");
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 3, "the child could not set up its address-space cap");
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+        "new(1000, %snothrow) until nullptr under a cap, with a handler that frees a reserve: the handler "
+        "was not called until the reserve was gone (child status %d)",
+        aligned ? "align_val_t(64), " : "", st);
+}
+
 static void failures_throw_or_return_null() {
   bool threw = false;
   try {
@@ -301,6 +350,10 @@ static void failures_throw_or_return_null() {
 }
 
 int main() {
+  /* first: once a failed nothrow new has looked the runtime up (the cases
+   * below), the loader needs no memory to do it again */
+  handler_runs_when_memory_is_exhausted(false);
+  handler_runs_when_memory_is_exhausted(true);
   owns = reinterpret_cast<int (*)(const void *)>(dlsym(RTLD_DEFAULT, "ebb_owns"));
   if (!owns) {
     std::printf("FAIL: ebb_owns not found: libebb.so is not loaded\n");
