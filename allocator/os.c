@@ -51,11 +51,19 @@ static char vm_order;
 #define vm_acquire() ((void)0)
 #endif
 
-/* A fresh mapping at hint if that range is free (no MAP_FIXED: never over another), else where the kernel likes. */
+/* A fresh mapping at hint if that range is free (no MAP_FIXED: never over
+ * another), else where the kernel likes. Without MAP_NORESERVE, so that the
+ * kernel's overcommit heuristic (vm.overcommit_memory=0) refuses a request
+ * larger than RAM and swap together, as it does glibc's: malloc(1 << 46) on a
+ * 24 GiB machine returned a block (found by a probe; jemalloc's and
+ * mimalloc's do too), and a program that checks for NULL was killed later
+ * instead. Nothing else changes: vm.overcommit_memory=1 checks nothing, and
+ * under 2 the kernel ignores the flag (docs/api.md: there the charge of
+ * chunks, never unmapped, stays). */
 static void *map_near(void *hint, size_t size) {
   int saved = errno;
   os_count(mmap_calls);
-  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   vm_acquire();
   errno = saved;
   return p == MAP_FAILED ? NULL : p;
