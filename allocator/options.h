@@ -76,7 +76,7 @@ enum opt_kind { OPT_MS, OPT_SIZE_PCT, OPT_BOOL, OPT_AUTO, OPT_PURGE, OPT_STATS }
   X(DECAY_MS, decay_ms, OPT_MS, EBB_DEFAULT_DECAY_MS, "milliseconds, 0-86400000",                            \
     "milliseconds freed memory may stay resident before it is returned to the kernel (0: at once)")          \
   X(DIRTY_MAX, dirty_max, OPT_SIZE_PCT, EBB_DEFAULT_DIRTY_MAX,                                               \
-    "auto, auto+SIZE, SIZE (bytes with optional K/M/G suffix), or N%",                                       \
+    "auto, auto+SIZE, SIZE (bytes, optional K/M/G and B suffix), or N%",                                       \
     "most freed-but-resident memory kept; beyond it the oldest is returned at once. auto: 256M more than "   \
     "active memory's fall from its recent peak (auto+SIZE: SIZE more), so resident memory stays within "     \
     "that peak + 256M; SIZE: that many bytes; N%: of active memory, never below 4M")                         \

@@ -107,8 +107,8 @@ Test(options, bad_values_warn_and_keep_the_default) {
                             "keeping the default 250\n"),
                      "%s", fake_stderr);
   cr_assert_not_null(strstr(fake_stderr,
-                            "ebb: warning: EBB_DIRTY_MAX=-3 is not valid (auto, auto+SIZE, SIZE (bytes "
-                            "with optional K/M/G suffix), or N%); keeping the default auto\n"),
+                            "ebb: warning: EBB_DIRTY_MAX=-3 is not valid (auto, auto+SIZE, SIZE (bytes, "
+                            "optional K/M/G and B suffix), or N%); keeping the default auto\n"),
                      "%s", fake_stderr);
   cr_assert_not_null(
       strstr(fake_stderr, "ebb: warning: EBB_STATS=3 is not valid (0, 1, 2, json); keeping the default 0\n"),
