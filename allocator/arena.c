@@ -1130,8 +1130,9 @@ static size_t purge_oldest_locked(arena_t *a, size_t need) {
 
 /* Purges decayed free units, and gives empty chunks beyond a reserve of one
  * (none for an abandoned arena) to the pool, where any arena's next chunk
- * takes them: purged ones as address space, resident ones warm, dirty since
- * their oldest unit became free (the pool's decay purges them then). Kept
+ * takes them: purged ones as address space, resident ones warm, each unit
+ * still dirty since it became free (the pool's decay purges the chunk when
+ * its oldest is due, the next arena's each unit on its own time). Kept
  * here until purged, a thread's empty chunks served no other thread: threads
  * that take turns at building and tearing down a structure each mapped
  * afresh, and the dirty cap purged the idle one's copy, oldest first, just
@@ -1154,7 +1155,7 @@ static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, boo
     uint64_t resident = c->dirty_units;
     if (resident) {
       dirty_add(a, -(ptrdiff_t)((size_t)popcount64(resident) * UNIT_SIZE));
-      chunk_pool_put(c, resident, chunk_oldest_dirty(c));
+      chunk_pool_put(c, resident, now);
     } else {
       chunk_retire(c);
     }

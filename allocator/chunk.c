@@ -47,8 +47,17 @@ static chunk_t *pool_pop(void) {
   return c;
 }
 
+/* Dirty since now: the units of resident that were not dirty before (in a
+ * page until now); those that were keep their time, so a unit that goes from
+ * one arena to another through the pool, unused, still goes back one decay
+ * time after it was freed, not after its last move. */
+static void dirty_from_now(chunk_t *c, uint64_t resident, uint64_t now) {
+  for (uint64_t m = resident & ~c->dirty_units; m; m &= m - 1) c->dirty_since[__builtin_ctzll(m)] = now;
+}
+
 /* Every unit free; what lookups read of an unused unit says "no block". */
 static void reset_units(chunk_t *c, uint64_t resident, uint64_t now) {
+  dirty_from_now(c, resident, now);
   for (unsigned i = 0; i < CHUNK_UNITS; i++) {
     page_t *pg = &c->pages[i];
     relaxed_store(pg->cls, (uint8_t)PAGE_UNUSED);
@@ -57,7 +66,6 @@ static void reset_units(chunk_t *c, uint64_t resident, uint64_t now) {
     page_set_carved(pg, 0);
     page_set_slow(pg, true);
     page_set_cache(pg);
-    if (resident >> i & 1) c->dirty_since[i] = now;
   }
   c->free_units = CHUNK_ALL_FREE;
   c->dirty_units = resident & CHUNK_ALL_FREE;
@@ -104,18 +112,27 @@ void chunk_retire(chunk_t *c) {
   spin_unlock(&pool_lock);
 }
 
+/* The warm list stays in the order of pooled_since, newest first: a chunk
+ * whose units were freed a while ago (an arena's empty chunk, pooled at its
+ * next decay pass) goes in behind those freed since, so the pool's decay,
+ * which stops at the first chunk not yet due from the old end, finds it on
+ * time. */
 void chunk_pool_put(chunk_t *c, uint64_t resident, uint64_t now) {
   resident &= CHUNK_ALL_FREE;
   if (!resident) return chunk_retire(c);
   registry_clear(c);
+  dirty_from_now(c, resident, now);
   c->dirty_units = resident;
-  c->pooled_since = now;
+  c->pooled_since = chunk_oldest_dirty(c);
   spin_lock(&pool_lock);
-  c->prev = NULL;
-  c->next = warm_new;
-  if (warm_new) warm_new->prev = c;
+  chunk_t *after = NULL, *before = warm_new; /* c goes between them */
+  while (before && before->pooled_since > c->pooled_since) after = before, before = before->next;
+  c->prev = after;
+  c->next = before;
+  if (after) after->next = c;
+  else warm_new = c;
+  if (before) before->prev = c;
   else warm_old = c;
-  warm_new = c;
   atomic_fetch_add_explicit(&warm_dirty, units_bytes(resident), memory_order_relaxed);
   atomic_fetch_add_explicit(&warm_count, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&pool_count, 1, memory_order_relaxed);

@@ -67,7 +67,9 @@ chunk_t *chunk_new(struct arena *a, bool first_class, uint64_t now);
 /* Unregisters c, returns all its memory to the kernel and keeps it in the pool. */
 void chunk_retire(chunk_t *c);
 /* Unregisters c, every unit free, and keeps it in the pool with the units in
- * `resident` still resident (dirty since now): warm for the next chunk_new. */
+ * `resident` still resident: warm for the next chunk_new. Those that were
+ * dirty already keep their time, the others are dirty since now; the pool's
+ * decay purges the chunk once its oldest is due. */
 void chunk_pool_put(chunk_t *c, uint64_t resident, uint64_t now);
 /* Resets every unit of c to free (the chunk stays registered and its arena's);
  * the units in `resident` are dirty since now. For ebb_arena_reset. */

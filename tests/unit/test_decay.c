@@ -3,6 +3,9 @@
  * abandoned arenas, and from the background thread with no activity at all. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdio.h>
+#include <stdio.h>
 #include <unistd.h>
 #include "arena.h"
 #include "thread.h"
@@ -356,4 +359,30 @@ Test(decay, a_threads_empty_chunks_serve_another_threads_build_warm) {
                 built.mapped - torn.mapped, torn.dirty);
   cr_assert_leq(built.dirty + (8 << 20), torn.dirty + CHUNK_SIZE, "it took the teardown's units (dirty %zu -> %zu)",
                 torn.dirty, built.dirty);
+}
+
+/* A unit that goes through the pool unused keeps the time it was freed: the
+ * empty chunks go to the pool at a pass 400 ms after the teardown, this
+ * thread takes one back and uses half of it, and at 501 ms the other half is
+ * due (its units were dirty since the move: another 500 ms, and a chunk that
+ * moved faster than the decay time stayed resident for good). */
+Test(decay, a_pooled_units_time_survives_its_moves) {
+  static void *p[6144], *q[6144];
+  for (int i = 0; i < 6144; i++) p[i] = ebb_malloc(4096);
+  for (int i = 0; i < 6144; i++) ebb_free(p[i]);
+  fake_now += 400;
+  arena_purge_all(false);
+  cr_assert_eq(fake_purges, 0, "nothing is due yet");
+  size_t pooled = chunk_pool_dirty(), units = 0;
+  cr_assert_geq(pooled, (size_t)8 << 20, "the empty chunks are pooled, resident (%zu)", pooled);
+  for (chunk_t *c = arena_tls->chunks; c; c = c->next) units += (size_t)__builtin_popcountll(c->free_units);
+  /* the arena's free units, then 32 units (16 blocks each) of a pooled chunk */
+  size_t n = (units + 32) * 16;
+  cr_assert_leq(n, 6144);
+  for (size_t i = 0; i < n; i++) q[i] = ebb_malloc(4096);
+  fake_now += 101;
+  arena_purge_all(false);
+  struct ebb_stats s = stats();
+  cr_assert_lt(s.dirty, (size_t)1 << 20, "units freed 501 ms ago are still resident (dirty %zu)", s.dirty);
+  for (size_t i = 0; i < n; i++) ebb_free(q[i]);
 }
