@@ -501,6 +501,13 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
   page_t *memo = step == 1 ? take_fit_again_locked(a, units) : NULL;
   if (memo) return memo;
   for (int warm = 1; warm >= 0; warm--) {
+    /* No resident units here fit: a warm pooled chunk (another arena's empty
+     * one, or a destroyed arena's) before units of this arena's that decay
+     * returned to the kernel, which fault in again. Threads taking turns at a
+     * structure with idle time between (bench/turns idle100) each used their
+     * own purged units while the previous job's memory sat in the pool, still
+     * resident, until decay purged it too. */
+    if (!warm && chunk_pool_warm_bytes() != 0) break;
     chunk_t *best = NULL, *ranked[FIT_MEMO];
     uint8_t lens[FIT_MEMO];
     unsigned best_at = 0, best_len = CHUNK_UNITS + 1, fits = 0, seen = 0, nranked = 0;

@@ -386,3 +386,25 @@ Test(decay, a_pooled_units_time_survives_its_moves) {
   cr_assert_lt(s.dirty, (size_t)1 << 20, "units freed 501 ms ago are still resident (dirty %zu)", s.dirty);
   for (size_t i = 0; i < n; i++) ebb_free(q[i]);
 }
+
+/* When none of the arena's resident units fit, a warm pooled chunk comes
+ * before units of its own that decay returned to the kernel. */
+Test(decay, a_warm_pooled_chunk_before_the_arenas_purged_units) {
+  static void *p[6144], *q[256];
+  for (int i = 0; i < 6144; i++) p[i] = ebb_malloc(4096);
+  for (int i = 0; i < 6144; i++) ebb_free(p[i]);
+  fake_now += 600;
+  arena_purge_all(false); /* all decayed: purged, the empty chunks pooled as address space */
+  cr_assert_lt(chunk_pool_dirty(), (size_t)1 << 20, "pool dirty %zu", chunk_pool_dirty());
+  fake_reset();
+  pthread_t t; /* another thread's teardown, pooled warm at its exit */
+  pthread_create(&t, NULL, build_8mib, p);
+  pthread_join(t, NULL);
+  for (int i = 0; i < 2048; i++) ebb_free(p[i]);
+  arena_purge_all(false);
+  size_t warm = chunk_pool_dirty();
+  cr_assert_geq(warm, (size_t)4 << 20, "the other thread's chunks are pooled warm (%zu)", warm);
+  for (int i = 0; i < 256; i++) q[i] = ebb_malloc(4096); /* 16 units */
+  cr_assert_lt(chunk_pool_dirty(), warm, "the new pages came from purged units of the arena's own (pool %zu)", warm);
+  for (int i = 0; i < 256; i++) ebb_free(q[i]);
+}
