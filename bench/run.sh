@@ -14,7 +14,7 @@
 #          non-zero if any program fails or is not served by the allocator asked for
 #          (make test)
 # Workloads: churn render floor prover growth larson prodcons loop (loop includes the
-# callgrind instruction count, larson the cachegrind cache-miss count) bigbuf reqarena heap. Allocators: glibc glibc-notrim
+# callgrind instruction count, larson the cachegrind cache-miss count) bigbuf reqarena heap turns. Allocators: glibc glibc-notrim
 # glibc-mmap8m jemalloc jemalloc-bg mimalloc tcmalloc ebb ebb-bg. One that is not
 # installed is skipped with a message.
 #
@@ -48,7 +48,7 @@ CACHEGRIND_SIM=$(IFS=, read -r d1_bytes d1_ways d1_line <<<"$CACHEGRIND_D1"
   echo "a $((d1_bytes / 1024)) KiB $d1_ways-way L1 data cache, $d1_line B lines")
 
 MODE=full
-WORKLOADS="churn render floor prover growth larson prodcons loop bigbuf reqarena heap"
+WORKLOADS="churn render floor prover growth larson prodcons loop bigbuf reqarena heap turns"
 ALLOCATORS="glibc glibc-notrim glibc-mmap8m jemalloc jemalloc-bg mimalloc tcmalloc ebb ebb-bg"
 RUNS=""
 FLOOR_RUNS=""
@@ -148,7 +148,12 @@ cases() {
     full:heap) echo "1G|--mib 1024 --cycles 3" ;;
     quick:heap) echo "256M|--mib 256 --cycles 3" ;;
     smoke:heap) echo "8M|--mib 8 --cycles 1" ;;
-    *) die "unknown workload '$1' (churn render floor prover growth larson prodcons loop bigbuf reqarena heap)" ;;
+    # Turns: jobs back to back, and with the pool idle 100 ms after each (each
+    # thread's memory then waits 3 jobs, past the default 250 ms decay time).
+    full:turns) printf '%s\n' "idle0|--idle-ms 0" "idle100|--idle-ms 100" ;;
+    quick:turns) echo "idle100|--idle-ms 100 --jobs 8" ;;
+    smoke:turns) echo "idle0|--idle-ms 0 --jobs 3 --threads 2 --mib 2" ;;
+    *) die "unknown workload '$1' (churn render floor prover growth larson prodcons loop bigbuf reqarena heap turns)" ;;
   esac
 }
 
@@ -220,6 +225,7 @@ case_label() {
       esac
       echo "; $(pl "${P[requests]}" request) measured after ${P[warmup]} warm-up, each a ${P[ctx-kb]} KiB context + ${P[small]} blocks of 16–512 B" ;;
     heap) echo "blocks of ${P[min]}–${P[max]} B malloc'ed, first and last byte written, until $(fmt_kib "$((P[mib] * 1024))") is requested, then freed in allocation order; $(pl "${P[cycles]}" cycle)" ;;
+    turns) echo "$(pl "${P[threads]}" thread) take turns at jobs: each builds $(fmt_kib "$((P[mib] * 1024))") of 16–1016 B blocks, written, and frees them; $(pl "${P[jobs]}" job), the first ${P[threads]} warm-up, $(fmt_ms "${P[idle-ms]}") idle after each" ;;
     *) echo "$args" ;;
   esac
 }
@@ -238,6 +244,7 @@ guess_ms() {
     churn) echo $((gap * cycles + 300)) ;;
     prover) echo $((idle * rounds + 300)) ;;
     heap) echo $((P[mib] * cycles * 3 / 4 + 100)) ;;
+    turns) echo $(((P[idle-ms] + P[mib]) * P[jobs] + 100)) ;;
     *) echo 500 ;;
   esac
 }

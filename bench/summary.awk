@@ -32,7 +32,8 @@ BEGIN {
         "prover:floor_kb prover:peak_kb prover:rounds_per_s growth:ms_per_cycle growth:faults_per_cycle growth:first_faults " \
         "larson:mops_per_s larson:ir_per_pair larson:d1_read_misses_per_pair larson:d1_write_misses_per_pair " \
         "prodcons:mops_per_s loop:ns_per_pair loop:ir_per_pair bigbuf:us_per_op bigbuf:faults_per_op " \
-        "reqarena:us_per_req reqarena:faults_per_req heap:ns_per_malloc heap:faults_per_mb heap:peak_rss_kb", H, " ")
+        "reqarena:us_per_req reqarena:faults_per_req heap:ns_per_malloc heap:faults_per_mb heap:peak_rss_kb " \
+        "turns:faults_per_job turns:us_per_job turns:peak_rss_kb", H, " ")
   # Titles say what a workload is; the sizes, counts and times of each case are in
   # its label (cases.tsv), which run.sh makes from the arguments it ran it with.
   title["churn"] = "Instance churn (WebAssembly-runtime-like requests)"
@@ -46,6 +47,7 @@ BEGIN {
   title["bigbuf"] = "Big-buffer churn (a few multi-MiB buffers freed and reallocated, a write per page)"
   title["reqarena"] = "Per-request arenas (a context block and many small blocks per request)"
   title["heap"] = "Heap growth (an object graph of small blocks built up to hundreds of MiB, then torn down)"
+  title["turns"] = "Threads taking turns (a pool where each job, a structure built and torn down, goes to the next thread)"
   # Workloads with an overview table, and the case their other cases are compared with.
   overview_wl["bigbuf"] = 1; overview_wl["reqarena"] = 1
   ref_case["reqarena"] = "malloc"
