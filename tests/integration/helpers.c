@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #endif
 #include "helpers.h"
+#include <criterion/criterion.h>
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -208,4 +209,12 @@ void run_misuse_child(misuse_fn *fn, struct child_result *r) {
     }
   r->expected = *shared;
   munmap((void *)shared, 4096);
+}
+
+void expect_ctor_thread_got_the_background_thread(const char *out) {
+  int threads = 0;
+  double rss = -1;
+  cr_assert_eq(sscanf(out, "threads=%d rss_mib=%lf", &threads, &rss), 2, "ctor_thread said: %s", out);
+  cr_expect_eq(threads, 3, "no background thread (main, the worker and it make 3): %s", out);
+  cr_expect_lt(rss, 40, "the worker's freed 100 MiB stayed resident: %s", out);
 }

@@ -117,6 +117,11 @@ const char *describe_status(int status);
 int compile_program(struct cmd_result *r, const char *compiler, const char *src, const char *out,
                     const char *flags_before, const char *flags_after);
 
+/* The assertions on tests/programs/ctor_thread.c's output ("threads=N
+ * rss_mib=M"): ebb's background thread ran (3 threads) and took back the
+ * worker's freed 100 MiB (under 40 MiB resident). */
+void expect_ctor_thread_got_the_background_thread(const char *out);
+
 /* Size in kB of the [heap] mapping in /proc/self/smaps, or -1 if there is none. */
 long heap_kb(void);
 /* Resident set size from /proc/self/statm, in bytes. */

@@ -138,9 +138,5 @@ Test(bgthread, a_thread_from_a_librarys_constructor_gets_the_background_thread) 
                tmp_dir());
   cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "ctor_thread: %s\n%s%s", describe_status(st), bg_out.out,
             bg_out.err);
-  int threads = 0;
-  double rss = -1;
-  cr_assert_eq(sscanf(bg_out.out, "threads=%d rss_mib=%lf", &threads, &rss), 2, "ctor_thread said: %s", bg_out.out);
-  cr_expect_eq(threads, 3, "no background thread (main, the worker and it make 3): %s", bg_out.out);
-  cr_expect_lt(rss, 40, "the worker's freed 100 MiB stayed resident: %s", bg_out.out);
+  expect_ctor_thread_got_the_background_thread(bg_out.out);
 }

@@ -178,11 +178,7 @@ Test(static_link, a_thread_from_a_constructor_before_ebbs_gets_the_background_th
   int st = run_cmd(&r, "env -u EBB_BACKGROUND timeout -s KILL 20 '%s/static_ctor_thread'", tmp_dir());
   cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "static_ctor_thread: %s\n%s%s", describe_status(st), r.out,
             r.err);
-  int threads = 0;
-  double rss = -1;
-  cr_assert_eq(sscanf(r.out, "threads=%d rss_mib=%lf", &threads, &rss), 2, "static_ctor_thread said: %s", r.out);
-  cr_expect_eq(threads, 3, "no background thread (main, the worker and it make 3): %s", r.out);
-  cr_expect_lt(rss, 40, "the worker's freed 100 MiB stayed resident: %s", r.out);
+  expect_ctor_thread_got_the_background_thread(r.out);
 }
 
 /* Fully static with HOOK_FLAGS: also -Wl,-u,__pthread_create_2_1 (below). */

@@ -168,16 +168,21 @@ static void release_reserve() {
   reserve = nullptr;
   std::set_new_handler(nullptr);
 }
+/* In a forked child: caps the address space `room` bytes above what the
+ * process has now; exits 3 if it cannot. */
+static void cap_address_space(rlim_t room) {
+  long pages = 0;
+  FILE *f = std::fopen("/proc/self/statm", "r");
+  if (!f || std::fscanf(f, "%ld", &pages) != 1) _exit(3);
+  std::fclose(f);
+  struct rlimit rl;
+  rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + room;
+  if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+}
 static void handler_releases_a_reserve() {
   pid_t pid = fork();
   if (pid == 0) {
-    long pages = 0;
-    FILE *f = std::fopen("/proc/self/statm", "r");
-    if (!f || std::fscanf(f, "%ld", &pages) != 1) _exit(3);
-    std::fclose(f);
-    struct rlimit rl;
-    rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)640 << 20);
-    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+    cap_address_space((rlim_t)640 << 20);
     reserve = static_cast<char *>(std::malloc((std::size_t)512 << 20));
     if (!reserve) _exit(3);
     std::set_new_handler(release_reserve);
@@ -218,13 +223,7 @@ static void handler_runs_when_memory_is_exhausted(bool aligned) {
     made.reserve(1 << 20); /* 8 MiB of pointers, made before the cap */
     for (int i = 0; i < 2000; i++) reserve.push_back(static_cast<char *>(::operator new(1000)));
     exhaust_reserve = &reserve;
-    long pages = 0;
-    FILE *f = std::fopen("/proc/self/statm", "r");
-    if (!f || std::fscanf(f, "%ld", &pages) != 1) _exit(3);
-    std::fclose(f);
-    struct rlimit rl;
-    rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)64 << 20);
-    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(3);
+    cap_address_space((rlim_t)64 << 20);
     std::set_new_handler(release_some);
     for (;;) {
       void *p = aligned ? ::operator new(1000, std::align_val_t(64), std::nothrow) : ::operator new(1000, std::nothrow);
