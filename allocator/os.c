@@ -580,6 +580,11 @@ bool os_thread_start(void *(*fn)(void *)) {
    * the thread was refused (EINVAL) and never ran (found by a probe). */
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int rc = real_create(&t, &attr, fn, NULL);
+  /* Refused (under an address-space limit with less than the default stack's
+   * room left, found by a probe: the thread silently never started, where the
+   * program's own threads of 64 KiB stacks still did): once more with 1 MiB,
+   * room for the static TLS of all but a few programs. */
+  if (rc == EAGAIN && pthread_attr_setstacksize(&attr, (size_t)1 << 20) == 0) rc = real_create(&t, &attr, fn, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   pthread_attr_destroy(&attr);
   errno = saved;

@@ -108,3 +108,18 @@ Test(limits, a_request_beyond_ram_and_swap_fails_as_glibcs) {
   cr_expect_null(p, "ebb_malloc(64 TiB) returned a block with %zu bytes of RAM and swap", ram_swap);
   cr_expect_eq(e, ENOMEM, "errno %d, expected ENOMEM", e);
 }
+
+/* ebb's background thread starts under an address-space limit that leaves
+ * less room than its default stack: with 1 MiB then (it silently never
+ * started, found by a probe). as_limit bgstack says how. */
+Test(limits, the_background_thread_starts_with_little_address_space_left) {
+  int st = compile_program(&lim_out, NULL, "as_limit.c", "as_limit",
+                           "-O1 -Wall -Wextra -Werror -fno-builtin -pthread -Iinclude", "-ldl -pthread");
+  cr_assert_eq(st, 0, "compiling as_limit.c: %s\n%s%s", describe_status(st), lim_out.out, lim_out.err);
+  st = run_cmd(&lim_out, "env -i EBB_BACKGROUND=auto LD_PRELOAD='%s/build/libebb.so' '%s/as_limit' bgstack",
+               repo_root(), tmp_dir());
+  cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 2, "as_limit bgstack could not set up: %s\n%s%s",
+            describe_status(st), lim_out.out, lim_out.err);
+  cr_assert(WEXITSTATUS(st) == 0, "no background thread (2 threads after the join with it): %s%s", lim_out.out,
+            lim_out.err);
+}

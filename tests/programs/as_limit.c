@@ -4,8 +4,9 @@
  * `ulimit -v`, malloc(1000) failed while 248 MiB of freed 8 MiB blocks sat in
  * the large-block cache.
  *
- * Usage: as_limit large|thread|exact|realloc|arena_freed. exact, realloc and
- * arena_freed: see exact(), grow_in_place() and arena_freed() below. The others
+ * Usage: as_limit large|thread|exact|realloc|arena_freed|bgstack. exact,
+ * realloc, arena_freed and bgstack: see exact(), grow_in_place(),
+ * arena_freed() and bgstack() below. The others
  * limit the address space to what the process has now plus 320 MiB, then
  *   large:  mallocs 8 MiB blocks until one fails, frees them all, and mallocs
  *           20000 blocks of 1000 B;
@@ -157,6 +158,41 @@ static int arena_freed(void) {
   return ok < 4000;
 }
 
+static void *small_thread(void *arg) {
+  free(malloc(100));
+  return arg;
+}
+
+static int threads_now(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  int n = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "Threads: %d", &n) == 1) break;
+  if (f) fclose(f);
+  return n;
+}
+
+/* Run with EBB_BACKGROUND=auto: under a limit of 7 MiB more address space
+ * than the process has, the program starts a thread with a 64 KiB stack;
+ * ebb's background thread must start too (its default 8 MiB stack did not
+ * fit, and it silently never ran: found by a probe). After the join the
+ * process has 2 threads with it, 1 without. */
+static int bgstack(void) {
+  free(malloc(64));
+  struct rlimit rl = {.rlim_cur = vm_size() + ((size_t)7 << 20), .rlim_max = RLIM_INFINITY};
+  if (setrlimit(RLIMIT_AS, &rl) != 0) return perror("setrlimit"), 2;
+  pthread_attr_t attr;
+  pthread_t t;
+  void *ret = NULL;
+  if (pthread_attr_init(&attr) != 0 || pthread_attr_setstacksize(&attr, (size_t)64 << 10) != 0) return 2;
+  static int token;
+  if (pthread_create(&t, &attr, small_thread, &token) != 0 || pthread_join(t, &ret) != 0 || ret != &token) return 2;
+  int n = threads_now();
+  printf("threads_after_join=%d\n", n);
+  return n != 2;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) return 2;
   arena_create = (ebb_arena_t * (*)(void)) dlsym(RTLD_DEFAULT, "ebb_arena_create");
@@ -165,6 +201,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "exact") == 0) return exact();
   if (strcmp(argv[1], "realloc") == 0) return grow_in_place();
   if (strcmp(argv[1], "arena_freed") == 0) return arena_freed();
+  if (strcmp(argv[1], "bgstack") == 0) return bgstack();
   free(malloc(1)); /* the main thread's arena, before the limit */
   struct rlimit rl = {.rlim_cur = vm_size() + HEADROOM, .rlim_max = RLIM_INFINITY};
   if (setrlimit(RLIMIT_AS, &rl) != 0) return perror("setrlimit"), 2;
