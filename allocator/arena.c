@@ -1159,13 +1159,8 @@ static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, boo
     }
     chunk_list_remove(&a->chunks, c);
     a->spans_gen++;
-    uint64_t resident = c->dirty_units;
-    if (resident) {
-      dirty_add(a, -(ptrdiff_t)((size_t)popcount64(resident) * UNIT_SIZE));
-      chunk_pool_put(c, resident, now);
-    } else {
-      chunk_retire(c);
-    }
+    dirty_add(a, -(ptrdiff_t)((size_t)popcount64(c->dirty_units) * UNIT_SIZE));
+    chunk_pool_put(c, c->dirty_units, now); /* retires it if nothing is resident */
     plain_add(&a->mapped, -CHUNK_SIZE);
     shared_add(&mapped_total, -CHUNK_SIZE);
   }

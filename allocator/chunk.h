@@ -72,7 +72,9 @@ void chunk_retire(chunk_t *c);
  * decay purges the chunk once its oldest is due. */
 void chunk_pool_put(chunk_t *c, uint64_t resident, uint64_t now);
 /* Resets every unit of c to free (the chunk stays registered and its arena's);
- * the units in `resident` are dirty since now. For ebb_arena_reset. */
+ * the units in `resident` are dirty: those that were dirty already keep their
+ * time, the others (in a page until now) are dirty since now. For
+ * ebb_arena_reset. */
 void chunk_reset(chunk_t *c, uint64_t resident, uint64_t now);
 /* Units of c that may be resident: free dirty ones and every unit in a page. */
 EBB_INLINE uint64_t chunk_resident(const chunk_t *c) { return c->dirty_units | (~c->free_units & CHUNK_ALL_FREE); }

@@ -132,6 +132,11 @@ extern char __libc_single_threaded __attribute__((weak));
 EBB_INLINE bool process_single_threaded(void) {
   return &__libc_single_threaded != NULL && relaxed_load(__libc_single_threaded);
 }
+/* The other answer of the same flag, where a libc without it says "not
+ * known" (false): the process has created a thread besides its first. */
+EBB_INLINE bool process_threads_started(void) {
+  return &__libc_single_threaded != NULL && !relaxed_load(__libc_single_threaded);
+}
 
 /* Adds d to a counter that only one writer changes at a time (its owner, or
  * whoever holds its lock): a plain load and store, no locked instruction;

@@ -683,12 +683,6 @@ __attribute__((weak, visibility("default"))) pid_t _Fork(void) {
 }
 #endif
 
-/* glibc's own answer (2.32 and later): it turns false when the process
- * creates its first thread and stays so (weak: a libc without it says
- * nothing). */
-extern char __libc_single_threaded __attribute__((weak));
-bool os_threads_started(void) { return &__libc_single_threaded != NULL && !__libc_single_threaded; }
-
 bool os_is_main_thread(void) {
   int saved = errno;
   bool main = (pid_t)syscall(SYS_gettid) == getpid();

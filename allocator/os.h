@@ -90,9 +90,6 @@ void os_main_alive_mark(void);
 /* 1 while the thread that called os_main_alive_mark lives, 0 once it ended,
  * -1 if not known (never marked). Background thread only. */
 int os_main_alive(void);
-/* Whether the process has created a thread besides its first (false when
- * libc cannot tell): one that a library's constructor started before ebb's. */
-bool os_threads_started(void);
 /* Whether the calling thread is the process's first (its id is the pid):
  * its thread-local storage is never freed, even after it calls pthread_exit. */
 bool os_is_main_thread(void);

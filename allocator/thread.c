@@ -298,6 +298,6 @@ __attribute__((constructor(101))) static void thread_constructor(void) {
    * priority 101 may run first): the process has its second thread already
    * (found by a probe: a library's constructor started a worker that freed
    * 200 MB, and the memory stayed for good) */
-  if (opt.background == 1 || (opt.background != 0 && os_threads_started())) thread_background_start();
+  if (opt.background == 1 || (opt.background != 0 && process_threads_started())) thread_background_start();
 }
 

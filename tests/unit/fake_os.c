@@ -199,7 +199,6 @@ void os_on_thread_create(void (*before)(void *(**fn)(void *), void **arg), void 
   (void)failed;
 }
 bool os_is_main_thread(void) { return true; }
-bool os_threads_started(void) { return false; }
 bool os_thread_start(void *(*fn)(void *)) {
   pthread_t t;
   pthread_attr_t attr;
