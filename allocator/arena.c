@@ -434,72 +434,36 @@ static page_t *take_last_span_locked(arena_t *a, unsigned cls, unsigned units, u
   return take_span_at_locked(a, c, pg, units);
 }
 
-/* The search below again, answered by the chunks it found best last time,
- * for a span of as many units, while no span has gone back to any of the
- * arena's chunks and no chunk has joined or left them (spans_gen): taking
- * spans only shortens runs, so a chunk's shortest fitting run is no shorter
- * than when the search ranked it, and the first candidate in the ranking that
- * still answers with a run no longer than its rank's is still the best fit
- * among them (a run cut too short for the span may leave a longer one: that
- * chunk drops out of the ranking). The search ranks the FIT_MEMO chunks with
- * the shortest fitting runs; NULL once they all dropped out or the memo is
- * stale. A heap growing by one-unit or one-block pages (2048 blocks of
- * 64 KiB, 128 of 1 MiB: every block a span of its own) searched up to 32
- * chunks a malloc, each header a cache miss, the headers all on the same
- * cache sets (4 MiB apart): ~130 ns a malloc of 64 KiB, mimalloc 27 (a
- * probe's finding). With only the best chunk remembered, 128 blocks of 1 MiB
- * built again after all were freed (43 chunks, each wholly free, three blocks
- * to a chunk) searched all of them again every third malloc. */
-static page_t *take_fit_again_locked(arena_t *a, unsigned units) {
-  if (a->fit_units != units || a->fit_gen != a->spans_gen) return NULL;
-  for (; a->fit_at < a->fit_n; a->fit_at++) {
-    chunk_t *c = a->fit_chunks[a->fit_at];
-    unsigned at = 0, len = chunk_fit_len(c, units, a->fit_warm != 0);
-    if (!len || len > a->fit_lens[a->fit_at]) continue;
-    a->fit_lens[a->fit_at] = (uint8_t)len;
-    len = chunk_fit(c, units, 1, a->fit_warm != 0, &at); /* the index gave the length, the walk the place */
-    ebb_assert(len == a->fit_lens[a->fit_at]);
-    page_t *pg = take_span_at_locked(a, c, &c->pages[at], units);
-    ebb_assert(pg);
-    return pg;
-  }
-  return NULL;
-}
-
-/* Ranks c, whose shortest fitting run is len, among the search's best fits so
- * far (shortest first; ties in the order seen). */
-static void fit_rank(chunk_t **cs, uint8_t *lens, unsigned *n, chunk_t *c, unsigned len) {
-  unsigned i = *n < FIT_MEMO ? (*n)++ : FIT_MEMO;
-  if (i == FIT_MEMO && len >= lens[FIT_MEMO - 1]) return;
-  if (i == FIT_MEMO) i = FIT_MEMO - 1;
-  for (; i > 0 && lens[i - 1] > len; i--) cs[i] = cs[i - 1], lens[i] = lens[i - 1];
-  cs[i] = c, lens[i] = (uint8_t)len;
-}
-
-/* Best fit across chunks too, resident units first: the chunk whose run is the
- * shortest, looking no further than an exact fit or BEST_FIT_CHUNKS chunks
- * that fit at all, so a heap of many fragmented chunks pays a bounded search
- * (chunk_take_span says why best fit; across chunks too, the peak RSS of
- * prover scratch went from 84684 to 82632 KiB, 2063 -> 2007 faults a round,
- * and gs's from 38452 to 37536 KiB; 8 chunks instead of 32 kept only half of
- * the prover's gain). */
+/* Best fit across chunks too, resident units first: the chunk whose shortest
+ * run that holds the span is the shortest of all the arena's (chunk_take_span
+ * says why best fit; across chunks too, the peak RSS of prover scratch went
+ * from 84684 to 82632 KiB, 2063 -> 2007 faults a round, and gs's from 38452
+ * to 37536 KiB), found by the arena's span index (chunk.h) without reading
+ * any other chunk. An aligned span (step > 1), which the index cannot place,
+ * walks the chunk list as the search did for every span before the index,
+ * no further than SCAN_CHUNKS chunks, fitting or not (found by a probe:
+ * 16,000 live aligned_alloc(1 MiB, 100) blocks, three a chunk, 183 us a
+ * malloc, 11 with the bound; SCAN_CHUNKS is in arena.h), and no further
+ * than an exact fit or BEST_FIT_CHUNKS chunks that fit at all. */
 #define BEST_FIT_CHUNKS 32
-/* And no more than SCAN_CHUNKS chunks, fitting or not: chunks whose free units
- * are all in runs too short for the span stay off the full list and were each
- * looked at, twice, under the arena's lock, so the search grew with the heap
- * (found by a probe: 10,000 live blocks of 2 MB, one a chunk beside a free run
- * of 31 units, 482 us a malloc, 32 with the bound; 16,000 live
- * aligned_alloc(1 MiB, 100) blocks, three a chunk, 183 us, 11). The newest
- * chunks come first; past the bound (1 GiB of chunks) a new chunk is taken.
- * SCAN_CHUNKS is in arena.h. */
+static page_t *take_aligned_span_locked(arena_t *a, unsigned units, unsigned step, int warm) {
+  chunk_t *best = NULL;
+  unsigned best_at = 0, best_len = CHUNK_UNITS + 1, fits = 0, seen = 0;
+  for (chunk_t *c = a->chunks; c && fits < BEST_FIT_CHUNKS && seen++ < SCAN_CHUNKS; c = c->next) {
+    unsigned at = 0, len = chunk_fit(c, units, step, warm, &at);
+    if (!len) continue;
+    fits++;
+    if (len < best_len) best = c, best_at = at, best_len = len;
+    if (len == units) break;
+  }
+  return best ? take_span_at_locked(a, best, &best->pages[best_at], units) : NULL;
+}
 
 /* step: the span's first unit at a multiple of it (1: anywhere; aligned blocks, arena_malloc_aligned) */
 static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsigned step) {
   ebb_assert_expensive(chunk_lists_valid(a));
   page_t *last = take_last_span_locked(a, cls, units, step);
   if (last) return last;
-  page_t *memo = step == 1 ? take_fit_again_locked(a, units) : NULL;
-  if (memo) return memo;
   for (int warm = 1; warm >= 0; warm--) {
     /* No resident units here fit: a warm pooled chunk (another arena's empty
      * one, or a destroyed arena's) before units of this arena's that decay
@@ -508,43 +472,27 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
      * own purged units while the previous job's memory sat in the pool, still
      * resident, until decay purged it too. */
     if (!warm && chunk_pool_warm_bytes() != 0) break;
-    chunk_t *best = NULL, *ranked[FIT_MEMO];
-    uint8_t lens[FIT_MEMO];
-    unsigned best_at = 0, best_len = CHUNK_UNITS + 1, fits = 0, seen = 0, nranked = 0;
-    for (chunk_t *c = a->chunks; c && fits < BEST_FIT_CHUNKS && seen++ < SCAN_CHUNKS; c = c->next) {
-      /* the index answers for an unaligned span; the place is looked up below, in the chosen chunk only */
-      unsigned at = 0, len = step == 1 ? chunk_fit_len(c, units, warm) : chunk_fit(c, units, step, warm, &at);
-      ebb_assert_expensive(step > 1 || len == chunk_fit(c, units, 1, warm, &at));
-      if (!len) continue;
-      fits++;
-      if (len < best_len) best = c, best_at = at, best_len = len;
-      if (step == 1) fit_rank(ranked, lens, &nranked, c, len);
-      if (len == units) break;
+    if (step > 1) {
+      page_t *pg = take_aligned_span_locked(a, units, step, warm);
+      if (pg) return pg;
+      continue;
     }
-    if (best) {
-      if (step == 1) { /* the index gave the length; the walk of this chunk alone gives the place */
-        unsigned len = chunk_fit(best, units, 1, warm, &best_at);
-        ebb_assert(len == best_len && ranked[0] == best);
-      }
-      page_t *pg = take_span_at_locked(a, best, &best->pages[best_at], units);
-      ebb_assert(pg);
-      if (step == 1 && best_len > units) { /* an exact fit ends the search early: no memo */
-        memcpy(a->fit_chunks, ranked, nranked * sizeof *ranked);
-        memcpy(a->fit_lens, lens, nranked);
-        a->fit_at = 0;
-        a->fit_n = nranked;
-        a->fit_units = units;
-        a->fit_warm = (uint32_t)warm;
-        a->fit_gen = a->spans_gen;
-      }
-      return pg;
-    }
+    unsigned len, at = 0;
+    chunk_t *best = span_index_best(&a->spans, units, warm, &len);
+    if (!best) continue;
+    ebb_assert(len == chunk_fit_len(best, units, warm));
+    unsigned got = chunk_fit(best, units, 1, warm, &at); /* the index gave the chunk, its runs give the place */
+    ebb_assert(got == len);
+    (void)got;
+    page_t *pg = take_span_at_locked(a, best, &best->pages[at], units);
+    ebb_assert(pg);
+    return pg;
   }
   chunk_t *c = chunk_new(a, atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS, a->now);
   if (!c) return NULL;
+  span_index_join(&a->spans, c);
   dirty_add(a, (ptrdiff_t)((size_t)popcount64(c->dirty_units) * UNIT_SIZE)); /* a warm pooled chunk */
   chunk_list_push(&a->chunks, c);
-  a->spans_gen++; /* a warm pooled chunk may fit better than the memo */
   plain_add(&a->mapped, CHUNK_SIZE);
   shared_add(&mapped_total, CHUNK_SIZE);
   uint64_t dirty_before = c->dirty_units; /* a warm pooled chunk: its resident units first */
@@ -672,7 +620,6 @@ static void page_give_back_locked(arena_t *a, page_t *pg, uint64_t since) {
   chunk_t *c = chunk_of(pg);
   if (!c->free_count) chunk_list_move(&a->chunks_full, &a->chunks, c); /* its first free unit */
   chunk_give_span(c, pg, since);
-  a->spans_gen++; /* take_fit_again_locked */
   plain_add(&a->active, -span);
   shared_add(&active_total, -span);
   dirty_add(a, (ptrdiff_t)span);
@@ -1158,7 +1105,6 @@ static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, boo
       continue;
     }
     chunk_list_remove(&a->chunks, c);
-    a->spans_gen++;
     dirty_add(a, -(ptrdiff_t)((size_t)popcount64(c->dirty_units) * UNIT_SIZE));
     chunk_pool_put(c, c->dirty_units, now); /* retires it if nothing is resident */
     plain_add(&a->mapped, -CHUNK_SIZE);
@@ -1586,7 +1532,6 @@ static void arena_reset(arena_t *a) {
   }
   a->held_cls = NCLASSES;
   a->scan_page = NULL;
-  a->fit_n = 0;
   a->tick = TICK_FREES;
   a->tc_server = 0;
   a->tc_foreign = 0;
@@ -1722,7 +1667,6 @@ void arena_destroy(arena_t *a) {
         chunk_pool_put(c, chunk_resident(c), now);
     }
   a->chunks = a->chunks_full = NULL;
-  a->fit_n = 0;
   free_huge_locked(a, now);
   size_t active = atomic_load(&a->active), dirty = atomic_load(&a->dirty);
   atomic_fetch_sub(&active_total, active);
@@ -1745,7 +1689,6 @@ void arena_reset_blocks(arena_t *a) {
   track_free_all_locked(a);
   uint64_t now = os_now_ms();
   size_t resident = 0, dirty_before = atomic_load(&a->dirty);
-  a->spans_gen++;
   while (a->chunks_full) /* every unit is about to be free */
     chunk_list_move(&a->chunks_full, &a->chunks, a->chunks_full);
   for (chunk_t *c = a->chunks; c; c = c->next) {

@@ -38,7 +38,6 @@ typedef struct {
 _Static_assert(sizeof(tcache_t) == TC_SLOT, "page_t.tc_off counts in slots of TC_SLOT bytes");
 
 struct huge;
-#define FIT_MEMO 8 /* chunks the span search ranks for the next searches (arena.c, take_fit_again_locked) */
 
 typedef struct arena {
   /* What malloc pops from, per class: the cache slot's list while it holds
@@ -92,11 +91,6 @@ typedef struct arena {
   uint32_t bounce_cls, bounce_n, retired_cls;
   uint64_t one_spare_seen_at;
   spinlock_t lock;                /* chunks' bitmaps, chunk list, huge list */
-  /* The last span search's best fits, shortest run first, while no span has
-   * gone back since (arena.c, take_fit_again_locked); under the lock. */
-  chunk_t *fit_chunks[FIT_MEMO];
-  uint8_t fit_lens[FIT_MEMO];
-  uint32_t fit_at, fit_n, fit_units, fit_warm, fit_gen, spans_gen;
   chunk_t *chunks;                /* chunks with a free unit (the only ones a span or a purge looks at) */
   chunk_t *chunks_full;           /* chunks with none */
   struct huge *huge;              /* first-class arenas: large blocks to free on destroy */
@@ -117,6 +111,7 @@ typedef struct arena {
    * a taker collects: set by the first remote free into a page the taker
    * watched (XFREE_WATCH, push_remote_run), cleared as the taker starts. */
   _Atomic uint8_t xfree_news;
+  span_index_t spans; /* which of its chunks has a free run of what length (chunk.h); under the lock */
 } arena_t;
 
 /* The calling thread's arena; arena_none (never NULL) until it has one, so the

@@ -70,6 +70,7 @@ static void reset_units(chunk_t *c, uint64_t resident, uint64_t now) {
   c->free_units = CHUNK_ALL_FREE;
   c->dirty_units = resident & CHUNK_ALL_FREE;
   c->free_count = CHUNK_UNITS - 1;
+  chunk_reindex(c);
 }
 
 /* A fresh or purged chunk reads as zeroes; a warm one has its old descriptors. */
@@ -83,6 +84,7 @@ chunk_t *chunk_new(struct arena *a, bool first_class, uint64_t now) {
   else
     return NULL;
   c->kind = HDR_CHUNK;
+  c->ix = NULL; /* a pooled chunk left its arena's index */
   relaxed_store(c->arena, a);
   relaxed_store(c->first_class, (uint32_t)first_class);
   c->next = c->prev = NULL;
@@ -104,6 +106,7 @@ static void purge_whole(chunk_t *c) {
 }
 
 void chunk_retire(chunk_t *c) {
+  span_index_leave(c);
   registry_clear(c);
   purge_whole(c);
   spin_lock(&pool_lock);
@@ -120,6 +123,7 @@ void chunk_retire(chunk_t *c) {
 void chunk_pool_put(chunk_t *c, uint64_t resident, uint64_t now) {
   resident &= CHUNK_ALL_FREE;
   if (!resident) return chunk_retire(c);
+  span_index_leave(c);
   registry_clear(c);
   dirty_from_now(c, resident, now);
   c->dirty_units = resident;
@@ -167,6 +171,7 @@ static page_t *take_at(chunk_t *c, unsigned first, unsigned n) {
   c->dirty_units &= ~m;
   c->zero_units &= ~m;
   c->free_count -= n;
+  chunk_reindex(c);
   /* A tail that is already this span's (the span given back and taken again
    * whole, as chunk_give_span leaves its tails) is only read: a 1 MiB block
    * has 15 tails, each in a cache line of its own that every chunk's same
@@ -231,10 +236,82 @@ static uint64_t run_lengths(uint64_t m) {
   return lens;
 }
 
-/* Rebuilds one of a chunk's run-length indexes (chunk_fit_len) for units. */
-uint64_t chunk_index_runs(uint64_t units, uint64_t *idx, uint64_t *lens) {
-  *idx = units;
-  return *lens = run_lengths(units & CHUNK_ALL_FREE);
+/* ------------------------------------------------------------ span index */
+
+/* Sets (on) or clears slot s's bit in bin [warm][l], and the summaries. */
+static void bin_set(span_index_t *ix, unsigned s, unsigned warm, unsigned l, bool on) {
+  unsigned w = s / 64;
+  uint64_t bit = (uint64_t)1 << (s % 64), *b = &ix->group[w].bins[warm][l];
+  if (on) {
+    *b |= bit;
+    ix->words[warm][l] |= (uint16_t)(1u << w);
+    ix->lens[warm] |= (uint64_t)1 << l;
+  } else {
+    *b &= ~bit;
+    if (*b) return;
+    ix->words[warm][l] &= (uint16_t)~(1u << w);
+    if (!ix->words[warm][l]) ix->lens[warm] &= ~((uint64_t)1 << l);
+  }
+}
+
+/* Slot s's bins of one kind ([0] or [1]) from the run lengths old to lens. */
+static void bins_move(span_index_t *ix, unsigned s, unsigned warm, uint64_t old, uint64_t lens) {
+  for (uint64_t d = old ^ lens; d; d &= d - 1) {
+    unsigned l = (unsigned)__builtin_ctzll(d);
+    bin_set(ix, s, warm, l, (lens >> l) & 1);
+  }
+}
+
+/* The lowest free slot for c, if any (SPAN_NO_SLOT otherwise). */
+static void slot_take(span_index_t *ix, chunk_t *c) {
+  c->ix_slot = SPAN_NO_SLOT;
+  uint32_t open = ~(uint32_t)ix->full_words & ((1u << SPAN_WORDS) - 1);
+  if (!open) return;
+  unsigned w = (unsigned)__builtin_ctz(open);
+  struct span_group *g = &ix->group[w];
+  unsigned i = (unsigned)__builtin_ctzll(~g->used);
+  g->used |= (uint64_t)1 << i;
+  if (!~g->used) ix->full_words |= (uint16_t)(1u << w);
+  g->slot[i] = c;
+  c->ix_slot = w * 64 + i;
+  c->ix_lens[0] = c->ix_lens[1] = 0;
+}
+
+void chunk_reindex(chunk_t *c) {
+  uint64_t lens[2] = {run_lengths(c->free_units & CHUNK_ALL_FREE),
+                      run_lengths(c->free_units & c->dirty_units & CHUNK_ALL_FREE)};
+  span_index_t *ix = c->ix;
+  if (ix && c->ix_slot == SPAN_NO_SLOT) slot_take(ix, c); /* one may have come free since it joined */
+  if (ix && c->ix_slot != SPAN_NO_SLOT)
+    for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, c->ix_slot, warm, c->ix_lens[warm], lens[warm]);
+  c->ix_lens[0] = lens[0];
+  c->ix_lens[1] = lens[1];
+}
+
+void span_index_join(span_index_t *ix, chunk_t *c) {
+  c->ix = ix;
+  c->ix_slot = SPAN_NO_SLOT;
+  chunk_reindex(c);
+}
+
+void span_index_leave(chunk_t *c) {
+  span_index_t *ix = c->ix;
+  if (!ix) return;
+  unsigned s = c->ix_slot;
+  if (s != SPAN_NO_SLOT) {
+    for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, s, warm, c->ix_lens[warm], 0);
+    struct span_group *g = &ix->group[s / 64];
+    g->slot[s % 64] = NULL;
+    g->used &= ~((uint64_t)1 << (s % 64));
+    ix->full_words &= (uint16_t)~(1u << (s / 64));
+  }
+  c->ix = NULL;
+  c->ix_slot = SPAN_NO_SLOT;
+}
+
+unsigned chunk_fit_len(const chunk_t *c, unsigned n, bool warm_only) {
+  uint64_t longer = run_lengths((warm_only ? c->free_units & c->dirty_units : c->free_units) & CHUNK_ALL_FREE) >> n;
+  return longer ? n + (unsigned)__builtin_ctzll(longer) : 0;
 }
 
 page_t *chunk_take_span(chunk_t *c, unsigned n, unsigned step, bool warm_only) {
@@ -268,6 +345,7 @@ void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now) {
   c->free_units |= m;
   c->dirty_units |= m;
   c->free_count += n;
+  chunk_reindex(c);
 }
 
 size_t chunk_purge(chunk_t *c, uint64_t cutoff, size_t max_bytes, bool use_free) {
@@ -278,6 +356,7 @@ size_t chunk_purge(chunk_t *c, uint64_t cutoff, size_t max_bytes, bool use_free)
     if (c->dirty_since[i] <= cutoff) m |= (uint64_t)1 << i, want += UNIT_SIZE;
   }
   c->dirty_units &= ~m;
+  if (m) chunk_reindex(c);
   size_t bytes = 0;
   while (m) { /* one madvise per contiguous run */
     unsigned a = (unsigned)__builtin_ctzll(m);

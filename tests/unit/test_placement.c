@@ -207,23 +207,23 @@ Test(placement, full_chunks_leave_the_search_and_come_back_when_a_page_goes_back
   cr_assert_eq(list_len(a->chunks_full), 0);
 }
 
-/* The span search's memo (arena.c, take_fit_again_locked): a search for as
- * many units as the last one, with no span given back since, asks the chunk
- * the last one chose, since taking spans only shortens runs. It must still
- * pick the best fit: not that chunk once its shortest fitting run is longer
- * than another chunk's, and not after a span went back (found while writing
- * the memo: a chunk with runs of 3 and 10 kept answering with its 10 after
- * the 3 was taken, where another chunk had a run of 5). Two chunks of 64 KiB
- * pages (one unit each) with runs cut into them, then blocks of two units
- * (one-block pages); EBB_DECAY_MS=0 so that no page is kept and every free
- * unit is purged (the search's second pass, over all free units). */
+/* The span search (arena.c, take_span_locked) takes the best fit over all of
+ * an arena's chunks: the chunk whose shortest run that holds the span is the
+ * shortest, as the arena's span index (chunk.h) tells it, and again after
+ * each take and each span given back (written first for the memo of ranked
+ * chunks that the index replaced: a chunk with runs of 3 and 10 kept
+ * answering with its 10 after the 3 was taken, where another chunk had a run
+ * of 5). Two chunks of 64 KiB pages (one unit each) with runs cut into them,
+ * then blocks of two units (one-block pages); EBB_DECAY_MS=0 so that no page
+ * is kept and every free unit is purged (the search's second pass, over all
+ * free units). */
 static unsigned unit_of(const void *p) {
   return (unsigned)(((uintptr_t)p - (uintptr_t)chunk_of(p)) >> UNIT_SHIFT);
 }
 
 /* n blocks of 64 KiB (one-unit pages of one block) filling nchunks chunks
  * whole, with the class's thread cache off so that every free goes to its
- * page: the set-up of the memo tests below. */
+ * page: the set-up of the best-fit tests below. */
 static arena_t *full_chunks_of_64k_pages(void **blocks, int n, unsigned nchunks) {
   for (int i = 0; i < n; i++) cr_assert_not_null(blocks[i] = ebb_malloc(64 * KiB));
   arena_t *a = arena_tls;
@@ -234,7 +234,7 @@ static arena_t *full_chunks_of_64k_pages(void **blocks, int n, unsigned nchunks)
   return a;
 }
 
-Test(placement, the_span_searchs_memo_still_gives_the_best_fit) {
+Test(placement, the_span_search_gives_the_best_fit_across_chunks) {
   sizeclass_init();
   opt.decay_ms = 0;
   enum { N = 2 * (CHUNK_UNITS - 1), TWO = 114688 };
@@ -273,7 +273,7 @@ Test(placement, the_span_searchs_memo_still_gives_the_best_fit) {
   ebb_free(blocks[beside]);
   blocks[beside] = NULL;
   void *t5 = ebb_malloc(TWO);
-  cr_assert_eq(chunk_of(t5), cb, "the memo outlived a span given back");
+  cr_assert_eq(chunk_of(t5), cb, "the run of 2 that a span given back made");
   cr_assert_eq(unit_of(t5), 24);
   ebb_free(t1);
   ebb_free(t2);
@@ -283,12 +283,11 @@ Test(placement, the_span_searchs_memo_still_gives_the_best_fit) {
   for (int i = 0; i < N; i++) ebb_free(blocks[i]);
 }
 
-/* The memo ranks the search's best chunks, so that when the best one has no
- * run left that holds the span the next best answers without a search, and
- * each answer is still the best fit: three chunks of 64 KiB pages with free
- * runs of 9, 4 and 6 units (in the chunks' list order: the ranking is by run,
- * not by place), then two-unit blocks. */
-Test(placement, the_memo_ranks_chunks_and_the_next_best_answers_in_turn) {
+/* When the best chunk has no run left that holds the span the next best
+ * answers, each answer still the best fit: three chunks of 64 KiB pages with
+ * free runs of 9, 4 and 6 units (in the chunks' list order: the choice is by
+ * run, not by place), then two-unit blocks. */
+Test(placement, the_next_best_chunk_answers_in_turn) {
   sizeclass_init();
   opt.decay_ms = 0;
   enum { N = 3 * (CHUNK_UNITS - 1), TWO = 114688 };
@@ -319,8 +318,128 @@ Test(placement, the_memo_ranks_chunks_and_the_next_best_answers_in_turn) {
     t[i] = ebb_malloc(TWO);
     cr_assert_eq(chunk_of(t[i]), want[i], "block %u: the chunk with the shortest run that holds it", i);
   }
-  cr_assert_eq(a->fit_n, 3, "the search ranked the three chunks");
+  cr_assert_eq(list_len(a->chunks_full), 2, "the runs of 4 and 6 taken whole, one unit of the 9 left");
   for (unsigned i = 0; i < 9; i++) ebb_free(t[i]);
+  for (int i = 0; i < N; i++) ebb_free(blocks[i]);
+}
+
+/* The span index itself (chunk.h): after every take, give back, purge, join
+ * and leave on a set of chunks, for every span length and both kinds of run,
+ * it answers with a chunk whose shortest fitting run is the shortest of all
+ * (what a walk over every chunk finds), and with none exactly when no chunk
+ * has such a run. */
+static unsigned walk_best(chunk_t **cs, unsigned n, const bool *in, unsigned units, bool warm) {
+  unsigned best = 0;
+  for (unsigned i = 0; i < n; i++) {
+    unsigned len = in[i] ? chunk_fit_len(cs[i], units, warm) : 0;
+    if (len && (!best || len < best)) best = len;
+  }
+  return best;
+}
+
+Test(placement, the_span_index_answers_as_a_walk_over_every_chunk) {
+  sizeclass_init();
+  enum { N = 70, SPANS = 64 }; /* more chunks than one group of slots */
+  static span_index_t ix; /* zeroes: empty */
+  static chunk_t *cs[N];
+  static bool in[N];
+  static page_t *live[N][SPANS];
+  static unsigned nlive[N];
+  for (unsigned i = 0; i < N; i++) {
+    cr_assert_not_null(cs[i] = chunk_new(NULL, false, 0));
+    span_index_join(&ix, cs[i]);
+    in[i] = true;
+  }
+  uint64_t x = 0x9E3779B97F4A7C15ULL;
+  for (int round = 0; round < 3000; round++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    unsigned i = (unsigned)(x % N), op = (unsigned)(x >> 32) % 16;
+    chunk_t *c = cs[i];
+    if (op == 0) { /* leave and join again, as a chunk pooled and taken back does */
+      if (in[i]) span_index_leave(c);
+      else span_index_join(&ix, c);
+      in[i] = !in[i];
+    } else if (op == 1) {
+      chunk_purge(c, UINT64_MAX, (size_t)(x >> 40) % 8 * UNIT_SIZE, false);
+    } else if (op < 9 && nlive[i] < SPANS) {
+      unsigned n = 1 + (unsigned)(x >> 20) % (op < 6 ? 3 : 20);
+      page_t *pg = chunk_take_span(c, n, 1, (x >> 50) & 1);
+      if (pg) pg->units = (uint16_t)n, live[i][nlive[i]++] = pg;
+    } else if (nlive[i]) {
+      unsigned k = (unsigned)(x >> 24) % nlive[i];
+      chunk_give_span(c, live[i][k], (uint64_t)round);
+      live[i][k] = live[i][--nlive[i]];
+    }
+    for (unsigned units = 1; units < CHUNK_UNITS; units++)
+      for (int warm = 0; warm < 2; warm++) {
+        unsigned len = 0, want = walk_best(cs, N, in, units, warm);
+        chunk_t *got = span_index_best(&ix, units, warm, &len);
+        if (!want) {
+          cr_assert_null(got, "round %d, %u units, warm %d: no chunk fits", round, units, warm);
+          continue;
+        }
+        cr_assert_not_null(got, "round %d, %u units, warm %d", round, units, warm);
+        cr_assert_eq(len, want, "round %d, %u units, warm %d: the shortest fitting run", round, units, warm);
+        cr_assert_eq(chunk_fit_len(got, units, warm), want, "round %d: the chunk answered has it", round);
+      }
+  }
+  for (unsigned i = 0; i < N; i++)
+    if (in[i]) span_index_leave(cs[i]);
+  span_index_t empty;
+  memset(&empty, 0, sizeof empty);
+  cr_assert(memcmp(&ix, &empty, sizeof ix) == 0, "every chunk gone: the index is empty again");
+}
+
+/* More chunks than slots: the ones that found no slot stay out of the
+ * searches (as chunks past the old walk's bound did), and one takes a slot
+ * that came free at its next change. */
+Test(placement, a_chunk_past_the_last_slot_is_indexed_once_one_comes_free) {
+  sizeclass_init();
+  enum { N = SPAN_SLOTS + 2 };
+  static span_index_t ix;
+  static chunk_t *cs[N];
+  for (unsigned i = 0; i < N; i++) {
+    cr_assert_not_null(cs[i] = chunk_new(NULL, false, 0));
+    if (i < N - 1) cr_assert_not_null(chunk_take_span(cs[i], CHUNK_UNITS - 1, 1, false), "chunk %u full", i);
+    span_index_join(&ix, cs[i]);
+  }
+  cr_assert_eq(cs[N - 3]->ix_slot, SPAN_SLOTS - 1);
+  cr_assert_eq(cs[N - 1]->ix_slot, SPAN_NO_SLOT, "no slot left");
+  unsigned len;
+  cr_assert_null(span_index_best(&ix, 1, false, &len), "the chunk with free units has no slot");
+  span_index_leave(cs[7]);
+  cr_assert_null(span_index_best(&ix, 1, false, &len));
+  page_t *pg = chunk_take_span(cs[N - 1], 3, 1, false); /* its next change */
+  cr_assert_not_null(pg);
+  cr_assert_eq(cs[N - 1]->ix_slot, 7, "the slot that came free");
+  cr_assert_eq(span_index_best(&ix, 1, false, &len), cs[N - 1]);
+  cr_assert_eq(len, CHUNK_UNITS - 4);
+  for (unsigned i = 0; i < N; i++) span_index_leave(cs[i]);
+}
+
+/* Through an arena: the one chunk with the best fit is found however many
+ * chunks fit less well, and wherever it is. The walk the index replaced looked
+ * no further than 32 chunks that fit at all, newest first, so a two-unit block
+ * went into a run of 3 of one of the 40 newer chunks and left the oldest
+ * chunk's run of exactly 2 alone. */
+Test(placement, the_best_fit_is_found_among_many_chunks_that_fit_less_well) {
+  sizeclass_init();
+  opt.decay_ms = 0;
+  enum { CHUNKS = 41, N = CHUNKS * (CHUNK_UNITS - 1), TWO = 114688 };
+  static void *blocks[N];
+  full_chunks_of_64k_pages(blocks, N, CHUNKS);
+  chunk_t *oldest = chunk_of(blocks[0]);
+  for (int i = 0; i < N; i++) {
+    unsigned u = unit_of(blocks[i]);
+    if (u >= 20 && u < (chunk_of(blocks[i]) == oldest ? 22u : 23u)) {
+      ebb_free(blocks[i]);
+      blocks[i] = NULL;
+    }
+  }
+  void *t = ebb_malloc(TWO);
+  cr_assert_eq(chunk_of(t), oldest, "the only run of exactly two units");
+  cr_assert_eq(unit_of(t), 20);
+  ebb_free(t);
   for (int i = 0; i < N; i++) ebb_free(blocks[i]);
 }
 
