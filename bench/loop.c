@@ -47,8 +47,12 @@ static inline __attribute__((always_inline)) void replace(long i, size_t k) {
 int main(int argc, char **argv) {
   long iters = bench_opt(argc, argv, "iters", 5000000);
   uint64_t rng = (uint64_t)bench_opt(argc, argv, "seed", 1) * 0x9E3779B97F4A7C15ULL + 1;
-  long min = bench_opt(argc, argv, "min", 0), max = bench_opt(argc, argv, "max", 0);
-  long nslots = bench_opt(argc, argv, "slots", SLOTS), batch = bench_opt(argc, argv, "batch", 0);
+  /* one bench_opt a line, its default a number: run.sh reads them for its labels */
+  long min = bench_opt(argc, argv, "min", 0);
+  long max = bench_opt(argc, argv, "max", 0);
+  long nslots = bench_opt(argc, argv, "slots", 256);
+  long batch = bench_opt(argc, argv, "batch", 0);
+  _Static_assert(SLOTS == 256, "the --slots default above");
   if (iters < 1 || min < 0 || (min > 0 && max < min) || nslots < 1 || nslots > MAX_SLOTS) {
     fprintf(stderr, "loop: need iters >= 1, slots in 1..%d, and max >= min when min is given\n", MAX_SLOTS);
     return 2;

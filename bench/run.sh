@@ -123,8 +123,13 @@ cases() {
     full:prodcons) printf '%s\n' "p1|--pairs 1 --ms 300" "p2|--pairs 2 --ms 300" ;;
     quick:prodcons) echo "p1|--pairs 1 --ms 200" ;;
     smoke:prodcons) echo "p1|--pairs 1 --ms 30" ;;
-    full:loop) printf '%s\n' "small|--iters 2000000" "callgrind|100000 300000" ;;
-    quick:loop) printf '%s\n' "small|--iters 3000000" "callgrind|20000 60000" ;;
+    # medium: a heap of 4096 live blocks of 64–224 KiB (about 600 MiB, 150 chunks
+    # under ebb) replaced one at a time, each a span of its own: the span search
+    # over many chunks, which a walk of chunk headers made grow with the heap.
+    full:loop) printf '%s\n' "small|--iters 2000000" "medium|--iters 300000 --slots 4096 --min 65536 --max 229376" \
+                 "callgrind|100000 300000" ;;
+    quick:loop) printf '%s\n' "small|--iters 3000000" "medium|--iters 100000 --slots 4096 --min 65536 --max 229376" \
+                  "callgrind|20000 60000" ;;
     smoke:loop) printf '%s\n' "small|--iters 10000" "callgrind|2000 4000" ;;
     # Big-buffer churn: ops sized so the slowest allocator takes 1–2 s per case (a
     # fault per 4 KiB page costs ~1.4 ms per op at 3 MiB, ~3.5 at 8, 8–16 at 20; glibc
@@ -215,7 +220,11 @@ case_label() {
     growth) echo "a buffer grown by realloc 1.5× at a time from $(fmt_kib "${P[start-kb]}") to ${P[max-mb]} MiB, then freed; $(pl "${P[cycles]}" cycle) measured after ${P[warmup]} warm-up" ;;
     larson) echo "$(pl "${P[threads]}" thread), ${P[slots]} shared slots each, blocks of ${P[min]}–${P[max]} B, $(fmt_ms "${P[ms]}")" ;;
     prodcons) echo "$(pl "${P[pairs]}" "producer/consumer pair"), messages of ${P[min]}–${P[max]} B through rings of ${P[ring]}, every free by the other thread, $(fmt_ms "${P[ms]}")" ;;
-    loop) echo "${P[iters]} malloc/free pairs of 8–512 B in a window of 256 slots" ;;
+    loop) if [ "${P[min]}" -gt 0 ]; then
+            echo "${P[iters]} malloc/free pairs of $(fmt_kib $((P[min] / 1024)))–$(fmt_kib $((P[max] / 1024))) (uniform) in a window of ${P[slots]} slots"
+          else
+            echo "${P[iters]} malloc/free pairs of 8–512 B in a window of ${P[slots]} slots"
+          fi ;;
     bigbuf) echo "4 slots; each op frees one and mallocs $(fmt_kib "${P[size-kb]}") + 0–${P[extra-kb]} KiB, a write per page; $(pl "${P[ops]}" op) measured after ${P[warmup]} warm-up" ;;
     reqarena)
       case ${P[arena]} in
