@@ -497,7 +497,7 @@ Test(placement, blocks_aligned_beyond_a_unit_share_chunks) {
   ebb_free(big);
 }
 
-/* The search for a span looks at the newest SCAN_CHUNKS chunks only (a probe:
+/* The search for an aligned span looks at the newest SCAN_CHUNKS chunks only (a probe:
  * with 16,000 live 1 MiB-aligned blocks each call went through all 5,333
  * chunks, 183 us), but a freed aligned span is its class's last span and is
  * taken back first wherever it is, so a loop that frees and allocates aligned
