@@ -477,8 +477,9 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
       if (pg) return pg;
       continue;
     }
-    unsigned len, at = 0;
+    unsigned len = 0, at = 0;
     chunk_t *best = span_index_best(&a->spans, units, warm, &len);
+    if (unlikely(a->spans.waiting != NULL)) best = span_index_waiting_best(&a->spans, units, warm, best, &len);
     if (!best) continue;
     ebb_assert(len == chunk_fit_len(best, units, warm));
     unsigned got = chunk_fit(best, units, 1, warm, &at); /* the index gave the chunk, its runs give the place */

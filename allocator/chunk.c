@@ -262,11 +262,28 @@ static void bins_move(span_index_t *ix, unsigned s, unsigned warm, uint64_t old,
   }
 }
 
-/* The lowest free slot for c, if any (SPAN_NO_SLOT otherwise). */
-static void slot_take(span_index_t *ix, chunk_t *c) {
-  c->ix_slot = SPAN_NO_SLOT;
+static void wait_push(span_index_t *ix, chunk_t *c) {
+  c->ix_prev = NULL;
+  c->ix_next = ix->waiting;
+  if (ix->waiting) ix->waiting->ix_prev = c;
+  ix->waiting = c;
+  c->ix_waiting = 1;
+  ix->nwaiting++;
+}
+
+static void wait_remove(span_index_t *ix, chunk_t *c) {
+  if (c->ix_prev) c->ix_prev->ix_next = c->ix_next;
+  else ix->waiting = c->ix_next;
+  if (c->ix_next) c->ix_next->ix_prev = c->ix_prev;
+  c->ix_next = c->ix_prev = NULL;
+  c->ix_waiting = 0;
+  ix->nwaiting--;
+}
+
+/* The lowest free slot for c, its bins set from its runs; false if none. */
+static bool slot_take(span_index_t *ix, chunk_t *c) {
   uint32_t open = ~(uint32_t)ix->full_words & ((1u << SPAN_WORDS) - 1);
-  if (!open) return;
+  if (!open) return false;
   unsigned w = (unsigned)__builtin_ctz(open);
   struct span_group *g = &ix->group[w];
   unsigned i = (unsigned)__builtin_ctzll(~g->used);
@@ -274,39 +291,68 @@ static void slot_take(span_index_t *ix, chunk_t *c) {
   if (!~g->used) ix->full_words |= (uint16_t)(1u << w);
   g->slot[i] = c;
   c->ix_slot = w * 64 + i;
-  c->ix_lens[0] = c->ix_lens[1] = 0;
+  for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, c->ix_slot, warm, 0, c->ix_lens[warm]);
+  return true;
+}
+
+/* c gives up its slot; the newest waiting chunk takes it. */
+static void slot_release(span_index_t *ix, chunk_t *c) {
+  unsigned s = c->ix_slot;
+  for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, s, warm, c->ix_lens[warm], 0);
+  struct span_group *g = &ix->group[s / 64];
+  g->slot[s % 64] = NULL;
+  g->used &= ~((uint64_t)1 << (s % 64));
+  ix->full_words &= (uint16_t)~(1u << (s / 64));
+  c->ix_slot = SPAN_NO_SLOT;
+  chunk_t *w = ix->waiting;
+  if (w) {
+    wait_remove(ix, w);
+    slot_take(ix, w);
+  }
 }
 
 void chunk_reindex(chunk_t *c) {
   uint64_t lens[2] = {run_lengths(c->free_units & CHUNK_ALL_FREE),
                       run_lengths(c->free_units & c->dirty_units & CHUNK_ALL_FREE)};
   span_index_t *ix = c->ix;
-  if (ix && c->ix_slot == SPAN_NO_SLOT) slot_take(ix, c); /* one may have come free since it joined */
   if (ix && c->ix_slot != SPAN_NO_SLOT)
     for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, c->ix_slot, warm, c->ix_lens[warm], lens[warm]);
   c->ix_lens[0] = lens[0];
   c->ix_lens[1] = lens[1];
+  if (!ix) return;
+  bool wants = c->free_count != 0; /* a slot, or a place on the waiting list */
+  if (c->ix_slot != SPAN_NO_SLOT) {
+    if (!wants) slot_release(ix, c);
+  } else if (c->ix_waiting) {
+    if (!wants) wait_remove(ix, c);
+  } else if (wants && !slot_take(ix, c)) {
+    wait_push(ix, c);
+  }
+}
+
+chunk_t *span_index_waiting_best(const span_index_t *ix, unsigned n, bool warm, chunk_t *best, unsigned *len) {
+  unsigned seen = 0;
+  for (chunk_t *c = ix->waiting; c && seen++ < SPAN_WAITING_SCAN; c = c->ix_next) {
+    unsigned l = chunk_fit_indexed(c, n, warm);
+    if (l && (!best || l < *len)) best = c, *len = l;
+  }
+  return best;
 }
 
 void span_index_join(span_index_t *ix, chunk_t *c) {
   c->ix = ix;
   c->ix_slot = SPAN_NO_SLOT;
+  c->ix_waiting = 0;
+  c->ix_lens[0] = c->ix_lens[1] = 0;
   chunk_reindex(c);
 }
 
 void span_index_leave(chunk_t *c) {
   span_index_t *ix = c->ix;
   if (!ix) return;
-  unsigned s = c->ix_slot;
-  if (s != SPAN_NO_SLOT) {
-    for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, s, warm, c->ix_lens[warm], 0);
-    struct span_group *g = &ix->group[s / 64];
-    g->slot[s % 64] = NULL;
-    g->used &= ~((uint64_t)1 << (s % 64));
-    ix->full_words &= (uint16_t)~(1u << (s / 64));
-  }
+  if (c->ix_slot != SPAN_NO_SLOT) slot_release(ix, c);
+  else if (c->ix_waiting) wait_remove(ix, c);
   c->ix = NULL;
-  c->ix_slot = SPAN_NO_SLOT;
 }
 
 unsigned chunk_fit_len(const chunk_t *c, unsigned n, bool warm_only) {

@@ -30,12 +30,14 @@ typedef struct chunk {
   uint64_t zero_units;               /* bit i: unit i is free and reads as zeroes (never written since it was
                                         mapped or purged with MADV_DONTNEED): what calloc need not clear */
   /* Its place in its arena's span index (below): the index (NULL while in no
-   * arena's), its slot there (SPAN_NO_SLOT: none free when it joined), and
-   * the run lengths the index holds for it, [0] of free units, [1] of free
-   * resident ones. */
+   * arena's), its slot there (SPAN_NO_SLOT: none, while it has no free unit or
+   * waits for a slot), whether it waits (on the index's waiting list, linked
+   * by ix_next, ix_prev), and the lengths of its runs, [0] of free units, [1]
+   * of free resident ones (kept for every chunk in an index). */
   struct span_index *ix;
-  uint32_t ix_slot;
+  uint32_t ix_slot, ix_waiting;
   uint64_t ix_lens[2];
+  struct chunk *ix_next, *ix_prev;
   uint64_t dirty_since[CHUNK_UNITS]; /* coarse ms when a dirty unit became free */
   page_t pages[CHUNK_UNITS] __attribute__((aligned(64))); /* descriptor of every unit (0: unused) */
 } chunk_t;
@@ -53,10 +55,13 @@ _Static_assert(sizeof(chunk_t) <= UNIT_SIZE, "the header fits unit 0");
  * chunk's header. The walk over the arena's chunks it replaced read each
  * header in turn, a cache and TLB miss a chunk: 5000 live blocks of
  * 64-224 KiB replaced at random (180 chunks) spent 40 % of their time there.
- * [0] indexes free units, [1] free resident (dirty) ones. An arena of more
- * than SPAN_SLOTS chunks leaves the rest out of its searches (their spans
- * are still taken back by take_last_span), as the walk looked at no more
- * than 256. Caller holds the arena's lock. */
+ * [0] indexes free units, [1] free resident (dirty) ones. Only a chunk with a
+ * free unit holds a slot. Past SPAN_SLOTS such chunks the others wait on a
+ * list, newest first, which the search walks too (span_index_waiting_best),
+ * and the newest of them takes the next slot that comes free. (A first
+ * version let full chunks keep their slots and the others wait for a change
+ * of their own: past 4 GiB every new page mapped a chunk of its own, found by
+ * a probe.) Caller holds the arena's lock. */
 #define SPAN_SLOTS 1024 /* 4 GiB of chunks */
 #define SPAN_WORDS (SPAN_SLOTS / 64)
 #define SPAN_NO_SLOT UINT32_MAX
@@ -64,6 +69,8 @@ typedef struct span_index {
   uint64_t lens[2];               /* bit L: some chunk has a run of exactly L */
   uint16_t words[2][CHUNK_UNITS]; /* bit w: group w's bin [.][L] is not empty */
   uint16_t full_words;            /* bit w: every slot of group w is taken */
+  uint32_t nwaiting;              /* chunks with a free unit and no slot (none while a slot is free) */
+  struct chunk *waiting;          /* those chunks, newest first */
   /* 64 slots each, with their bins (bit i of bins[warm][L]: slot i's chunk
    * has a run of exactly L units): a zeroed index is an empty one, and an
    * arena of up to 64 chunks touches the first group only */
@@ -131,6 +138,12 @@ void span_index_leave(chunk_t *c);
 /* Brings c's entry in its index up to date after its bitmaps were written
  * directly (chunk.c's own changes do this themselves). */
 void chunk_reindex(chunk_t *c);
+/* The length of c's shortest run that holds n units (of resident ones if
+ * warm), 0 if none, from what its index holds. */
+EBB_INLINE unsigned chunk_fit_indexed(const chunk_t *c, unsigned n, bool warm) {
+  uint64_t longer = c->ix_lens[warm] >> n;
+  return longer ? n + (unsigned)__builtin_ctzll(longer) : 0;
+}
 /* The chunk of ix whose shortest run of (resident if warm, else any) free
  * units that holds n is the shortest of all, NULL if none; *len: that run's
  * length. Ties go to the lowest slot. */
@@ -142,6 +155,10 @@ EBB_INLINE chunk_t *span_index_best(const span_index_t *ix, unsigned n, bool war
   *len = l;
   return g->slot[__builtin_ctzll(g->bins[warm][l])];
 }
+/* best, or a waiting chunk (ix's newest SPAN_WAITING_SCAN of them) whose
+ * shortest run that holds n is shorter than *len (best's), *len then its. */
+#define SPAN_WAITING_SCAN 256
+chunk_t *span_index_waiting_best(const span_index_t *ix, unsigned n, bool warm, chunk_t *best, unsigned *len);
 /* Where chunk_take_span would place n units: the length of the free run it
  * would cut (n: an exact fit), 0 if none fits; *at: the first unit. */
 unsigned chunk_fit(const chunk_t *c, unsigned n, unsigned step, bool warm_only, unsigned *at);

@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include "arena.h"
 #include "chunk.h"
@@ -390,31 +391,122 @@ Test(placement, the_span_index_answers_as_a_walk_over_every_chunk) {
   cr_assert(memcmp(&ix, &empty, sizeof ix) == 0, "every chunk gone: the index is empty again");
 }
 
-/* More chunks than slots: the ones that found no slot stay out of the
- * searches (as chunks past the old walk's bound did), and one takes a slot
- * that came free at its next change. */
-Test(placement, a_chunk_past_the_last_slot_is_indexed_once_one_comes_free) {
+/* More chunks with free units than slots: only chunks with a free unit hold
+ * a slot, the others wait on a list, newest first, which the search walks
+ * too, and a slot that comes free (its chunk full, or gone) goes to the
+ * newest waiting chunk at once. (A first version let full chunks keep their
+ * slots and left the others out until a change of their own: past 4 GiB
+ * every new page mapped a chunk of its own, found by a probe.) After every
+ * step, the index and the walk of the waiting chunks together answer what a
+ * walk over every chunk does. */
+static void expect_best_of_all(span_index_t *ix, chunk_t **cs, unsigned n, const bool *in, const char *step) {
+  static const unsigned lens[] = {1, 2, 3, 5, 8, 13, 21, 34, 55, 62, 63};
+  for (unsigned k = 0; k < sizeof lens / sizeof *lens; k++)
+    for (int warm = 0; warm < 2; warm++) {
+      unsigned len = 0, want = walk_best(cs, n, in, lens[k], warm);
+      chunk_t *got = span_index_best(ix, lens[k], warm, &len);
+      if (ix->waiting) got = span_index_waiting_best(ix, lens[k], warm, got, &len);
+      if (!want) {
+        cr_assert_null(got, "%s, %u units, warm %d: no chunk fits", step, lens[k], warm);
+        continue;
+      }
+      cr_assert_not_null(got, "%s, %u units, warm %d", step, lens[k], warm);
+      cr_assert_eq(len, want, "%s, %u units, warm %d: the shortest fitting run", step, lens[k], warm);
+      cr_assert_eq(chunk_fit_len(got, lens[k], warm), want, "%s: the chunk answered has it", step);
+    }
+}
+
+Test(placement, chunks_past_the_last_slot_wait_and_are_searched_too) {
   sizeclass_init();
-  enum { N = SPAN_SLOTS + 2 };
+  enum { N = SPAN_SLOTS + 3 };
   static span_index_t ix;
   static chunk_t *cs[N];
+  static bool in[N];
   for (unsigned i = 0; i < N; i++) {
     cr_assert_not_null(cs[i] = chunk_new(NULL, false, 0));
-    if (i < N - 1) cr_assert_not_null(chunk_take_span(cs[i], CHUNK_UNITS - 1, 1, false), "chunk %u full", i);
+    /* a run of a length of its own in each of the last chunks, 60 units taken in the others */
+    unsigned take = i < SPAN_SLOTS ? CHUNK_UNITS - 4 : CHUNK_UNITS - 1 - (N - i);
+    cr_assert_not_null(chunk_take_span(cs[i], take, 1, false), "chunk %u", i);
     span_index_join(&ix, cs[i]);
+    in[i] = true;
   }
-  cr_assert_eq(cs[N - 3]->ix_slot, SPAN_SLOTS - 1);
-  cr_assert_eq(cs[N - 1]->ix_slot, SPAN_NO_SLOT, "no slot left");
+  cr_assert_eq(cs[SPAN_SLOTS - 1]->ix_slot, SPAN_SLOTS - 1);
+  cr_assert_eq(ix.nwaiting, 3);
+  cr_assert_eq(ix.waiting, cs[N - 1], "the newest waits first");
+  expect_best_of_all(&ix, cs, N, in, "3 waiting");
   unsigned len;
-  cr_assert_null(span_index_best(&ix, 1, false, &len), "the chunk with free units has no slot");
-  span_index_leave(cs[7]);
-  cr_assert_null(span_index_best(&ix, 1, false, &len));
-  page_t *pg = chunk_take_span(cs[N - 1], 3, 1, false); /* its next change */
-  cr_assert_not_null(pg);
-  cr_assert_eq(cs[N - 1]->ix_slot, 7, "the slot that came free");
-  cr_assert_eq(span_index_best(&ix, 1, false, &len), cs[N - 1]);
-  cr_assert_eq(len, CHUNK_UNITS - 4);
-  for (unsigned i = 0; i < N; i++) span_index_leave(cs[i]);
+  cr_assert_neq(span_index_best(&ix, 1, false, &len), cs[N - 1], "a waiting chunk is in no bin");
+  cr_assert_eq(len, 3);
+  /* a chunk that fills up gives its slot to the newest waiting chunk */
+  cr_assert_not_null(chunk_take_span(cs[5], 3, 1, false));
+  cr_assert_eq(cs[5]->ix_slot, SPAN_NO_SLOT, "full: no slot");
+  cr_assert_eq(cs[N - 1]->ix_slot, 5, "the slot that came free, taken at once");
+  cr_assert_eq(ix.nwaiting, 2);
+  expect_best_of_all(&ix, cs, N, in, "filled");
+  /* a unit of the full chunk comes free: it waits, newest first */
+  page_t *pg = &cs[5]->pages[CHUNK_UNITS - 3];
+  pg->units = 3;
+  chunk_give_span(cs[5], pg, 1);
+  cr_assert_eq(ix.waiting, cs[5]);
+  cr_assert_eq(ix.nwaiting, 3);
+  expect_best_of_all(&ix, cs, N, in, "given back");
+  /* a chunk that leaves gives its slot too, and a waiting chunk that leaves its place */
+  span_index_leave(cs[9]);
+  in[9] = false;
+  cr_assert_eq(cs[5]->ix_slot, 9);
+  span_index_leave(cs[N - 2]);
+  in[N - 2] = false;
+  cr_assert_eq(ix.nwaiting, 1);
+  expect_best_of_all(&ix, cs, N, in, "left");
+  /* random takes and gives over the last chunks, and over some slotted ones */
+  uint64_t x = 0x2545F4914F6CDD1DULL;
+  for (int round = 0; round < 200; round++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    unsigned i = (unsigned)(x % 2 ? N - 1 - x % 8 : x % 16);
+    if (!in[i]) continue;
+    chunk_t *c = cs[i];
+    if ((x >> 33) % 3 && c->free_count) {
+      cr_assert_not_null(chunk_take_span(c, 1, 1, false));
+    } else {
+      unsigned u = 1 + (unsigned)(x >> 40) % (CHUNK_UNITS - 1);
+      if (!(c->free_units >> u & 1) && relaxed_load(c->pages[u].cls) != PAGE_TAIL) {
+        page_t *one = &c->pages[u];
+        if (one->units == 1 || one->units == 0) {
+          one->units = 1;
+          chunk_give_span(c, one, (uint64_t)round);
+        }
+      }
+    }
+    char step[32];
+    snprintf(step, sizeof step, "round %d", round);
+    expect_best_of_all(&ix, cs, N, in, step);
+  }
+  for (unsigned i = 0; i < N; i++)
+    if (in[i]) span_index_leave(cs[i]);
+  cr_assert_eq(ix.nwaiting, 0);
+  cr_assert_null(ix.waiting);
+  for (unsigned w = 0; w < SPAN_WORDS; w++) cr_assert_eq(ix.group[w].used, 0, "every slot free again");
+}
+
+/* Through an arena past SPAN_SLOTS chunks: a heap that grows to 1100 chunks
+ * of blocks three to a chunk maps about one chunk for every three blocks all
+ * the way (the first version of the index mapped one for each block past
+ * 1024 chunks: the chunk being carved had no slot, so its free units went
+ * unseen; a probe's 4.5 GiB of 16 KiB blocks mapped 41 GiB). */
+Test(placement, a_heap_past_the_slots_fills_its_chunks) {
+  sizeclass_init();
+  enum { BLOCKS = 3300 };
+  size_t size = 1 * MiB + 1;
+  unsigned units = class_info[size_class(size)].units;
+  cr_assert_eq(CHUNK_UNITS / units, 3, "three blocks of %u units to a chunk", units);
+  static void *blocks[BLOCKS];
+  for (int i = 0; i < BLOCKS; i++) cr_assert_not_null(blocks[i] = ebb_malloc(size), "block %d", i);
+  struct ebb_stats st;
+  ebb_stats(&st);
+  size_t chunks = st.mapped / CHUNK_SIZE;
+  cr_assert_gt(chunks, SPAN_SLOTS, "past the slots");
+  cr_assert_leq(chunks, BLOCKS / 3 + 2, "%zu chunks mapped for %d blocks, three to a chunk", chunks, BLOCKS);
+  for (int i = 0; i < BLOCKS; i++) ebb_free(blocks[i]);
 }
 
 /* Through an arena: the one chunk with the best fit is found however many
