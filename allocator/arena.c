@@ -478,8 +478,8 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
       continue;
     }
     unsigned len = 0, at = 0;
-    chunk_t *best = span_index_best(&a->spans, units, warm, &len);
-    if (unlikely(a->spans.waiting != NULL)) best = span_index_waiting_best(&a->spans, units, warm, best, &len);
+    chunk_t *best = span_index_best(a->spans, units, warm, &len);
+    if (unlikely(a->spans->waiting != NULL)) best = span_index_waiting_best(a->spans, units, warm, best, &len);
     if (!best) continue;
     ebb_assert(len == chunk_fit_len(best, units, warm));
     unsigned got = chunk_fit(best, units, 1, warm, &at); /* the index gave the chunk, its runs give the place */
@@ -491,7 +491,7 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
   }
   chunk_t *c = chunk_new(a, atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_FIRST_CLASS, a->now);
   if (!c) return NULL;
-  span_index_join(&a->spans, c);
+  span_index_join(a->spans, c);
   dirty_add(a, (ptrdiff_t)((size_t)popcount64(c->dirty_units) * UNIT_SIZE)); /* a warm pooled chunk */
   chunk_list_push(&a->chunks, c);
   plain_add(&a->mapped, CHUNK_SIZE);
@@ -1550,12 +1550,14 @@ static void arena_reset(arena_t *a) {
 static spinlock_t arenas_new_lock;
 
 arena_t *arena_new(int state) {
-  arena_t *a = os_map(align_up(sizeof(arena_t), OS_PAGE));
+  size_t index_at = align_up(sizeof(arena_t), 64), size = align_up(index_at + sizeof(span_index_t), OS_PAGE);
+  arena_t *a = os_map(size);
   if (!a) { /* the large-block cache may hold the address space (arena_malloc_after_purge) */
     arena_purge_all(true);
-    a = os_map(align_up(sizeof(arena_t), OS_PAGE));
+    a = os_map(size);
   }
   if (!a) return NULL;
+  a->spans = (span_index_t *)((char *)a + index_at); /* zeroes: empty */
   arena_reset(a);
   a->check = (uintptr_t)a ^ page_key;
   atomic_store(&a->state, state);
