@@ -244,12 +244,12 @@ static void bin_set(span_index_t *ix, unsigned s, unsigned warm, unsigned l, boo
   uint64_t bit = (uint64_t)1 << (s % 64), *b = &ix->group[w].bins[warm][l];
   if (on) {
     *b |= bit;
-    ix->words[warm][l] |= (uint16_t)(1u << w);
+    ix->words[warm][l] |= (uint64_t)1 << w;
     ix->lens[warm] |= (uint64_t)1 << l;
   } else {
     *b &= ~bit;
     if (*b) return;
-    ix->words[warm][l] &= (uint16_t)~(1u << w);
+    ix->words[warm][l] &= ~((uint64_t)1 << w);
     if (!ix->words[warm][l]) ix->lens[warm] &= ~((uint64_t)1 << l);
   }
 }
@@ -266,6 +266,7 @@ static void wait_push(span_index_t *ix, chunk_t *c) {
   c->ix_prev = NULL;
   c->ix_next = ix->waiting;
   if (ix->waiting) ix->waiting->ix_prev = c;
+  else ix->waiting_old = c;
   ix->waiting = c;
   c->ix_waiting = 1;
   ix->nwaiting++;
@@ -275,6 +276,7 @@ static void wait_remove(span_index_t *ix, chunk_t *c) {
   if (c->ix_prev) c->ix_prev->ix_next = c->ix_next;
   else ix->waiting = c->ix_next;
   if (c->ix_next) c->ix_next->ix_prev = c->ix_prev;
+  else ix->waiting_old = c->ix_prev;
   c->ix_next = c->ix_prev = NULL;
   c->ix_waiting = 0;
   ix->nwaiting--;
@@ -282,29 +284,29 @@ static void wait_remove(span_index_t *ix, chunk_t *c) {
 
 /* The lowest free slot for c, its bins set from its runs; false if none. */
 static bool slot_take(span_index_t *ix, chunk_t *c) {
-  uint32_t open = ~(uint32_t)ix->full_words & ((1u << SPAN_WORDS) - 1);
+  uint64_t open = ~ix->full_words & (SPAN_WORDS == 64 ? ~(uint64_t)0 : ((uint64_t)1 << SPAN_WORDS) - 1);
   if (!open) return false;
-  unsigned w = (unsigned)__builtin_ctz(open);
+  unsigned w = (unsigned)__builtin_ctzll(open);
   struct span_group *g = &ix->group[w];
   unsigned i = (unsigned)__builtin_ctzll(~g->used);
   g->used |= (uint64_t)1 << i;
-  if (!~g->used) ix->full_words |= (uint16_t)(1u << w);
+  if (!~g->used) ix->full_words |= (uint64_t)1 << w;
   g->slot[i] = c;
   c->ix_slot = w * 64 + i;
   for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, c->ix_slot, warm, 0, c->ix_lens[warm]);
   return true;
 }
 
-/* c gives up its slot; the newest waiting chunk takes it. */
+/* c gives up its slot; the oldest waiting chunk takes it. */
 static void slot_release(span_index_t *ix, chunk_t *c) {
   unsigned s = c->ix_slot;
   for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, s, warm, c->ix_lens[warm], 0);
   struct span_group *g = &ix->group[s / 64];
   g->slot[s % 64] = NULL;
   g->used &= ~((uint64_t)1 << (s % 64));
-  ix->full_words &= (uint16_t)~(1u << (s / 64));
+  ix->full_words &= ~((uint64_t)1 << (s / 64));
   c->ix_slot = SPAN_NO_SLOT;
-  chunk_t *w = ix->waiting;
+  chunk_t *w = ix->waiting_old;
   if (w) {
     wait_remove(ix, w);
     slot_take(ix, w);
@@ -332,9 +334,11 @@ void chunk_reindex(chunk_t *c) {
 
 chunk_t *span_index_waiting_best(const span_index_t *ix, unsigned n, bool warm, chunk_t *best, unsigned *len) {
   unsigned seen = 0;
+  if (best && *len == n) return best;
   for (chunk_t *c = ix->waiting; c && seen++ < SPAN_WAITING_SCAN; c = c->ix_next) {
     unsigned l = chunk_fit_indexed(c, n, warm);
     if (l && (!best || l < *len)) best = c, *len = l;
+    if (l == n) break;
   }
   return best;
 }

@@ -394,11 +394,11 @@ Test(placement, the_span_index_answers_as_a_walk_over_every_chunk) {
 /* More chunks with free units than slots: only chunks with a free unit hold
  * a slot, the others wait on a list, newest first, which the search walks
  * too, and a slot that comes free (its chunk full, or gone) goes to the
- * newest waiting chunk at once. (A first version let full chunks keep their
- * slots and left the others out until a change of their own: past 4 GiB
- * every new page mapped a chunk of its own, found by a probe.) After every
- * step, the index and the walk of the waiting chunks together answer what a
- * walk over every chunk does. */
+ * oldest waiting chunk at once, the one the walk is furthest from. (A first
+ * version let full chunks keep their slots and left the others out until a
+ * change of their own: past 4 GiB every new page mapped a chunk of its own,
+ * found by a probe.) After every step, the index and the walk of the waiting
+ * chunks together answer what a walk over every chunk does. */
 static void expect_best_of_all(span_index_t *ix, chunk_t **cs, unsigned n, const bool *in, const char *step) {
   static const unsigned lens[] = {1, 2, 3, 5, 8, 13, 21, 34, 55, 62, 63};
   for (unsigned k = 0; k < sizeof lens / sizeof *lens; k++)
@@ -437,10 +437,10 @@ Test(placement, chunks_past_the_last_slot_wait_and_are_searched_too) {
   unsigned len;
   cr_assert_neq(span_index_best(&ix, 1, false, &len), cs[N - 1], "a waiting chunk is in no bin");
   cr_assert_eq(len, 3);
-  /* a chunk that fills up gives its slot to the newest waiting chunk */
+  /* a chunk that fills up gives its slot to the oldest waiting chunk */
   cr_assert_not_null(chunk_take_span(cs[5], 3, 1, false));
   cr_assert_eq(cs[5]->ix_slot, SPAN_NO_SLOT, "full: no slot");
-  cr_assert_eq(cs[N - 1]->ix_slot, 5, "the slot that came free, taken at once");
+  cr_assert_eq(cs[N - 3]->ix_slot, 5, "the slot that came free, taken at once by the oldest");
   cr_assert_eq(ix.nwaiting, 2);
   expect_best_of_all(&ix, cs, N, in, "filled");
   /* a unit of the full chunk comes free: it waits, newest first */
@@ -453,16 +453,19 @@ Test(placement, chunks_past_the_last_slot_wait_and_are_searched_too) {
   /* a chunk that leaves gives its slot too, and a waiting chunk that leaves its place */
   span_index_leave(cs[9]);
   in[9] = false;
-  cr_assert_eq(cs[5]->ix_slot, 9);
-  span_index_leave(cs[N - 2]);
-  in[N - 2] = false;
+  cr_assert_eq(cs[N - 2]->ix_slot, 9, "the oldest waiting");
+  span_index_leave(cs[N - 1]);
+  in[N - 1] = false;
   cr_assert_eq(ix.nwaiting, 1);
+  cr_assert_eq(ix.waiting, cs[5]);
+  cr_assert_eq(ix.waiting_old, cs[5]);
   expect_best_of_all(&ix, cs, N, in, "left");
   /* random takes and gives over the last chunks, and over some slotted ones */
   uint64_t x = 0x2545F4914F6CDD1DULL;
   for (int round = 0; round < 200; round++) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     unsigned i = (unsigned)(x % 2 ? N - 1 - x % 8 : x % 16);
+    if (x % 5 == 0) i = (unsigned)(x >> 8) % N; /* anywhere, now and then */
     if (!in[i]) continue;
     chunk_t *c = cs[i];
     if ((x >> 33) % 3 && c->free_count) {
@@ -488,14 +491,14 @@ Test(placement, chunks_past_the_last_slot_wait_and_are_searched_too) {
   for (unsigned w = 0; w < SPAN_WORDS; w++) cr_assert_eq(ix.group[w].used, 0, "every slot free again");
 }
 
-/* Through an arena past SPAN_SLOTS chunks: a heap that grows to 1100 chunks
- * of blocks three to a chunk maps about one chunk for every three blocks all
+/* Through an arena past SPAN_SLOTS chunks: a heap that grows to 30 chunks
+ * past them, of blocks three to a chunk, maps one chunk for every three blocks all
  * the way (the first version of the index mapped one for each block past
  * 1024 chunks: the chunk being carved had no slot, so its free units went
  * unseen; a probe's 4.5 GiB of 16 KiB blocks mapped 41 GiB). */
 Test(placement, a_heap_past_the_slots_fills_its_chunks) {
   sizeclass_init();
-  enum { BLOCKS = 3300 };
+  enum { BLOCKS = 3 * (SPAN_SLOTS + 30) };
   size_t size = 1 * MiB + 1;
   unsigned units = class_info[size_class(size)].units;
   cr_assert_eq(CHUNK_UNITS / units, 3, "three blocks of %u units to a chunk", units);
