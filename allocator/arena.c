@@ -1400,30 +1400,19 @@ static size_t arena_reclaim_queues_locked(arena_t *a, uint64_t now, uint64_t sin
  * in their free units, and a live thread idle for the decay time (or any, on
  * a forced purge) loses the pages other threads freed entirely
  * (arena_reclaim_locked). */
-/* Passes of global_purge that are not forced under way: a forced one waits
- * them out before it purges the pool a last time (below). */
-static atomic_uint light_passes;
-
 static size_t global_purge_pass(uint64_t now, arena_t *self, bool force, unsigned pages);
 
 static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pages) {
-  if (!force) {
-    atomic_fetch_add_explicit(&light_passes, 1, memory_order_acq_rel);
-    size_t bytes = global_purge_pass(now, self, false, pages);
-    atomic_fetch_sub_explicit(&light_passes, 1, memory_order_acq_rel);
-    return bytes;
-  }
-  size_t bytes = global_purge_pass(now, self, true, pages);
+  size_t bytes = global_purge_pass(now, self, force, pages);
+  if (!force) return bytes;
   /* A pass that is not forced (the background thread's) may have held an
    * arena when this one began, and sent its empty chunks to the pool, still
    * resident, after this one purged the pool (found by a probe: 450-540 MiB
    * left in the pool after ebb_trim, in 2 runs of 3, with EBB_BACKGROUND=1).
-   * Such a pass waits for nothing, so this wait ends; it is bounded all the
-   * same (200 ms), for a child of a raw fork (no fork handler ran) whose count
-   * a thread of the parent left. */
-  for (uint64_t until = os_now_ms() + 200; atomic_load_explicit(&light_passes, memory_order_acquire) &&
-                                           os_now_ms() < until;)
-    os_yield();
+   * The pass above waited for it to let go of that arena, so what it pooled
+   * is there now. (A first version waited for every pass that was not forced
+   * to end: with threads at work, whose ticks start such passes all the
+   * time, a trim waited its full bound, 200 ms, found by a stress test.) */
   size_t late = chunk_pool_decay(UINT64_MAX, SIZE_MAX);
   atomic_fetch_add_explicit(&pool_purged, late, memory_order_relaxed);
   return bytes + late;
@@ -1653,7 +1642,6 @@ void arena_unlock_all(void) {
  * mid-update, so they are never adopted, only purged at the unit level. */
 void arena_fork_child(void) {
   arena_unlock_all();
-  atomic_store(&light_passes, 0); /* other threads' passes did not survive */
   for (arena_t *a = atomic_load(&arenas_all); a; a = a->all_next) {
     int st = atomic_load(&a->state);
     if (a != arena_tls && (st == ARENA_OWNED || st == ARENA_PURGING)) {
