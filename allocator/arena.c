@@ -1400,25 +1400,7 @@ static size_t arena_reclaim_queues_locked(arena_t *a, uint64_t now, uint64_t sin
  * in their free units, and a live thread idle for the decay time (or any, on
  * a forced purge) loses the pages other threads freed entirely
  * (arena_reclaim_locked). */
-static size_t global_purge_pass(uint64_t now, arena_t *self, bool force, unsigned pages);
-
 static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pages) {
-  size_t bytes = global_purge_pass(now, self, force, pages);
-  if (!force) return bytes;
-  /* A pass that is not forced (the background thread's) may have held an
-   * arena when this one began, and sent its empty chunks to the pool, still
-   * resident, after this one purged the pool (found by a probe: 450-540 MiB
-   * left in the pool after ebb_trim, in 2 runs of 3, with EBB_BACKGROUND=1).
-   * The pass above waited for it to let go of that arena, so what it pooled
-   * is there now. (A first version waited for every pass that was not forced
-   * to end: with threads at work, whose ticks start such passes all the
-   * time, a trim waited its full bound, 200 ms, found by a stress test.) */
-  size_t late = chunk_pool_decay(UINT64_MAX, SIZE_MAX);
-  atomic_fetch_add_explicit(&pool_purged, late, memory_order_relaxed);
-  return bytes + late;
-}
-
-static size_t global_purge_pass(uint64_t now, arena_t *self, bool force, unsigned pages) {
   uint64_t cutoff = force ? UINT64_MAX : (now >= (uint64_t)opt.decay_ms ? now - (uint64_t)opt.decay_ms : 0);
   size_t pooled = chunk_pool_decay(cutoff, SIZE_MAX);
   atomic_fetch_add_explicit(&pool_purged, pooled, memory_order_relaxed);
@@ -1466,6 +1448,20 @@ static size_t global_purge_pass(uint64_t now, arena_t *self, bool force, unsigne
       bytes += arena_decay_units_locked(a, now, force, true);
       spin_unlock(&a->lock);
     }
+  }
+  if (force) {
+    /* A pass that is not forced (the background thread's) may have held an
+     * arena when this one began, and sent its empty chunks to the pool, still
+     * resident, after this one purged the pool above (found by a probe:
+     * 450-540 MiB left in the pool after ebb_trim, in 2 runs of 3, with
+     * EBB_BACKGROUND=1). The loop waited for it to let go of that arena, so
+     * what it pooled is there now. (A first version waited for every pass
+     * that was not forced to end: with threads at work, whose ticks start such
+     * passes all the time, a trim waited its full bound, 200 ms, found by a
+     * stress test.) */
+    size_t late = chunk_pool_decay(UINT64_MAX, SIZE_MAX);
+    atomic_fetch_add_explicit(&pool_purged, late, memory_order_relaxed);
+    bytes += late;
   }
   return bytes;
 }

@@ -316,7 +316,7 @@ static void slot_release(span_index_t *ix, chunk_t *c) {
 void chunk_reindex(chunk_t *c) {
   uint64_t lens[2] = {run_lengths(c->free_units & CHUNK_ALL_FREE),
                       run_lengths(c->free_units & c->dirty_units & CHUNK_ALL_FREE)};
-  uint64_t longest_before = c->ix_lens[0] ? (uint64_t)1 << (63 - __builtin_clzll(c->ix_lens[0])) : 0;
+  uint64_t before = c->ix_lens[0];
   span_index_t *ix = c->ix;
   if (ix && c->ix_slot != SPAN_NO_SLOT)
     for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, c->ix_slot, warm, c->ix_lens[warm], lens[warm]);
@@ -329,7 +329,7 @@ void chunk_reindex(chunk_t *c) {
   } else if (c->ix_waiting) {
     if (!wants) {
       wait_remove(ix, c);
-    } else if (lens[0] >= longest_before << 1 && ix->waiting != c) {
+    } else if (before && lens[0] >> (63 - __builtin_clzll(before)) > 1 && ix->waiting != c) {
       /* a longer run than it had: to the front, where the search's walk
        * looks (found by a probe: past 4096 chunks, frees into waiting chunks
        * the walk no longer reached left 4 GiB of free runs unseen, and
@@ -370,8 +370,7 @@ void span_index_leave(chunk_t *c) {
 }
 
 unsigned chunk_fit_len(const chunk_t *c, unsigned n, bool warm_only) {
-  uint64_t longer = run_lengths((warm_only ? c->free_units & c->dirty_units : c->free_units) & CHUNK_ALL_FREE) >> n;
-  return longer ? n + (unsigned)__builtin_ctzll(longer) : 0;
+  return lens_fit(run_lengths((warm_only ? c->free_units & c->dirty_units : c->free_units) & CHUNK_ALL_FREE), n);
 }
 
 page_t *chunk_take_span(chunk_t *c, unsigned n, unsigned step, bool warm_only) {

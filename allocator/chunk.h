@@ -143,19 +143,21 @@ void span_index_leave(chunk_t *c);
 /* Brings c's entry in its index up to date after its bitmaps were written
  * directly (chunk.c's own changes do this themselves). */
 void chunk_reindex(chunk_t *c);
-/* The length of c's shortest run that holds n units (of resident ones if
- * warm), 0 if none, from what its index holds. */
-EBB_INLINE unsigned chunk_fit_indexed(const chunk_t *c, unsigned n, bool warm) {
-  uint64_t longer = c->ix_lens[warm] >> n;
+/* From a set of run lengths (bit L: a run of exactly L units), the shortest
+ * that holds n units, 0 if none. */
+EBB_INLINE unsigned lens_fit(uint64_t lens, unsigned n) {
+  uint64_t longer = lens >> n;
   return longer ? n + (unsigned)__builtin_ctzll(longer) : 0;
 }
+/* The length of c's shortest run that holds n units (of resident ones if
+ * warm), 0 if none, from what its index holds. */
+EBB_INLINE unsigned chunk_fit_indexed(const chunk_t *c, unsigned n, bool warm) { return lens_fit(c->ix_lens[warm], n); }
 /* The chunk of ix whose shortest run of (resident if warm, else any) free
  * units that holds n is the shortest of all, NULL if none; *len: that run's
  * length. Ties go to the lowest slot. */
 EBB_INLINE chunk_t *span_index_best(const span_index_t *ix, unsigned n, bool warm, unsigned *len) {
-  uint64_t longer = ix->lens[warm] >> n;
-  if (!longer) return NULL;
-  unsigned l = n + (unsigned)__builtin_ctzll(longer);
+  unsigned l = lens_fit(ix->lens[warm], n);
+  if (!l) return NULL;
   const struct span_group *g = &ix->group[__builtin_ctzll(ix->words[warm][l])];
   *len = l;
   return g->slot[__builtin_ctzll(g->bins[warm][l])];
