@@ -222,7 +222,6 @@ extern page_t page_empty; /* tc[c].direct points here while a class has no page 
 #define TCACHE_MIN_BLOCKS 4        /* a class whose blocks fit fewer times than this in it caches one block (none above TCACHE_BYTES) */
 #define TC_SERVER_FREES 256        /* other threads' blocks freed between decay passes that make a thread cache its own */
 #define GLOBAL_CHECK_MS 4          /* the global purge runs at most this often */
-#define SCAN_CHUNKS 256            /* chunks an aligned span's search looks at, at most (take_aligned_span_locked) */
 #define PASS_PAGES 256             /* pages one bounded purge pass examines on a thread's own time */
 #define BACKGROUND_PASS_PAGES 4096 /* the same for the background thread, off the request path */
 

@@ -353,6 +353,53 @@ chunk_t *span_index_waiting_best(const span_index_t *ix, unsigned n, bool warm, 
   return best;
 }
 
+/* A run of at least n + step - 1 units holds n at a multiple of step
+ * wherever it starts; a shorter one (of at least n) may. So the bins of
+ * those shorter runs are tried first, shortest first, each chunk with
+ * chunk_fit (its header read: at most SPAN_ALIGNED_PROBES of them), then the
+ * first chunk of the shortest bin of runs that surely hold it, then the
+ * newest waiting chunks, as span_index_waiting_best walks them. */
+chunk_t *span_index_aligned_best(const span_index_t *ix, unsigned n, unsigned step, bool warm, unsigned *at,
+                                 unsigned *len) {
+  chunk_t *best = NULL;
+  unsigned best_at = 0, best_len = CHUNK_UNITS + 1, probes = 0, sure = n + step - 1;
+  uint64_t maybe = ix->lens[warm] >> n << n;
+  if (sure < 64) maybe &= ((uint64_t)1 << sure) - 1;
+  for (; maybe && probes < SPAN_ALIGNED_PROBES; maybe &= maybe - 1) {
+    unsigned l = (unsigned)__builtin_ctzll(maybe);
+    if (l >= best_len) break;
+    for (uint64_t ws = ix->words[warm][l]; ws && probes < SPAN_ALIGNED_PROBES; ws &= ws - 1) {
+      const struct span_group *g = &ix->group[__builtin_ctzll(ws)];
+      for (uint64_t b = g->bins[warm][l]; b && probes < SPAN_ALIGNED_PROBES; b &= b - 1, probes++) {
+        chunk_t *c = g->slot[__builtin_ctzll(b)];
+        unsigned a = 0, got = chunk_fit(c, n, step, warm, &a);
+        if (got && got < best_len) best = c, best_at = a, best_len = got;
+        if (got == n) goto found;
+      }
+    }
+  }
+  if (sure < 64) {
+    unsigned l = lens_fit(ix->lens[warm], sure);
+    if (l && l < best_len) {
+      const struct span_group *g = &ix->group[__builtin_ctzll(ix->words[warm][l])];
+      chunk_t *c = g->slot[__builtin_ctzll(g->bins[warm][l])];
+      unsigned a = 0, got = chunk_fit(c, n, step, warm, &a);
+      ebb_assert(got && got <= l);
+      if (got && got < best_len) best = c, best_at = a, best_len = got;
+    }
+  }
+  probes = 0;
+  for (chunk_t *c = ix->waiting; c && best_len != n && probes++ < SPAN_WAITING_SCAN; c = c->ix_next) {
+    if (!chunk_fit_indexed(c, n, warm)) continue; /* no run long enough: no header read */
+    unsigned a = 0, got = chunk_fit(c, n, step, warm, &a);
+    if (got && got < best_len) best = c, best_at = a, best_len = got;
+  }
+found:
+  *at = best_at;
+  *len = best_len;
+  return best;
+}
+
 void span_index_join(span_index_t *ix, chunk_t *c) {
   c->ix = ix;
   c->ix_slot = SPAN_NO_SLOT;

@@ -167,6 +167,14 @@ EBB_INLINE chunk_t *span_index_best(const span_index_t *ix, unsigned n, bool war
  * best itself when it is an exact fit. */
 #define SPAN_WAITING_SCAN 256
 chunk_t *span_index_waiting_best(const span_index_t *ix, unsigned n, bool warm, chunk_t *best, unsigned *len);
+/* The chunk of ix, or of its newest waiting ones, with the shortest run of
+ * (resident if warm, else any) free units that holds n units at a multiple
+ * of step (chunk_fit's answer for it in *len, the first unit in *at), NULL if
+ * none was found: runs that may hold them are tried a bounded number of
+ * chunks (SPAN_ALIGNED_PROBES), runs that surely do at once. */
+#define SPAN_ALIGNED_PROBES 64
+chunk_t *span_index_aligned_best(const span_index_t *ix, unsigned n, unsigned step, bool warm, unsigned *at,
+                                 unsigned *len);
 /* Where chunk_take_span would place n units: the length of the free run it
  * would cut (n: an exact fit), 0 if none fits; *at: the first unit. */
 unsigned chunk_fit(const chunk_t *c, unsigned n, unsigned step, bool warm_only, unsigned *at);

@@ -338,6 +338,50 @@ static unsigned walk_best(chunk_t **cs, unsigned n, const bool *in, unsigned uni
   return best;
 }
 
+/* The shortest aligned fit over every chunk (chunk_fit's answer), 0 if none;
+ * *tried: chunks whose runs may hold it but not surely (what
+ * span_index_aligned_best reads, up to SPAN_ALIGNED_PROBES). */
+static unsigned walk_aligned_best(chunk_t **cs, unsigned n, const bool *in, unsigned units, unsigned step, bool warm,
+                                  unsigned *tried) {
+  unsigned best = 0, at = 0;
+  *tried = 0;
+  for (unsigned i = 0; i < n; i++) {
+    if (!in[i]) continue;
+    unsigned l = chunk_fit_len(cs[i], units, warm);
+    if (l && l < units + step - 1) ++*tried;
+    unsigned len = chunk_fit(cs[i], units, step, warm, &at);
+    if (len && (!best || len < best)) best = len;
+  }
+  return best;
+}
+
+/* span_index_aligned_best against that walk: the same shortest aligned fit
+ * while the chunks it must read are within its bound; always a fit that is
+ * there, and one whenever a run surely holds it. */
+static void expect_aligned_best(span_index_t *ix, chunk_t **cs, unsigned n, const bool *in, int round) {
+  /* units a multiple of step, as every aligned class's are (its size a multiple of the alignment) */
+  static const unsigned shapes[][2] = {{2, 2}, {6, 2}, {4, 4}, {12, 4}, {8, 8}, {24, 8}, {16, 16}, {32, 16}};
+  for (unsigned k = 0; k < sizeof shapes / sizeof *shapes; k++)
+    for (int warm = 0; warm < 2; warm++) {
+      unsigned units = shapes[k][0], step = shapes[k][1], tried = 0, at = 0, len = 0;
+      unsigned want = walk_aligned_best(cs, n, in, units, step, warm, &tried);
+      chunk_t *got = span_index_aligned_best(ix, units, step, warm, &at, &len);
+      if (got) {
+        unsigned at2 = 0;
+        cr_assert_eq(chunk_fit(got, units, step, warm, &at2), len, "round %d: the answer is chunk_fit's", round);
+        cr_assert_eq(at, at2, "round %d: the place is chunk_fit's", round);
+        cr_assert_eq(at % step, 0, "round %d: aligned", round);
+      }
+      if (tried <= SPAN_ALIGNED_PROBES) {
+        cr_assert_eq(got ? len : 0, want, "round %d, %u units at %u, warm %d: the shortest aligned fit", round,
+                     units, step, warm);
+      } else if (lens_fit(ix->lens[warm], units + step - 1)) {
+        cr_assert_not_null(got, "round %d, %u units at %u, warm %d: a run surely holds it", round, units, step,
+                           warm);
+      }
+    }
+}
+
 Test(placement, the_span_index_answers_as_a_walk_over_every_chunk) {
   sizeclass_init();
   enum { N = 70, SPANS = 64 }; /* more chunks than one group of slots */
@@ -383,6 +427,7 @@ Test(placement, the_span_index_answers_as_a_walk_over_every_chunk) {
         cr_assert_eq(len, want, "round %d, %u units, warm %d: the shortest fitting run", round, units, warm);
         cr_assert_eq(chunk_fit_len(got, units, warm), want, "round %d: the chunk answered has it", round);
       }
+    expect_aligned_best(&ix, cs, N, in, round);
   }
   for (unsigned i = 0; i < N; i++)
     if (in[i]) span_index_leave(cs[i]);
@@ -603,13 +648,13 @@ Test(placement, blocks_aligned_beyond_a_unit_share_chunks) {
   ebb_free(big);
 }
 
-/* The search for an aligned span looks at the newest SCAN_CHUNKS chunks only (a probe:
- * with 16,000 live 1 MiB-aligned blocks each call went through all 5,333
- * chunks, 183 us), but a freed aligned span is its class's last span and is
- * taken back first wherever it is, so a loop that frees and allocates aligned
- * blocks reuses the same memory and maps nothing. */
+/* A freed aligned span is its class's last span and is taken back first
+ * wherever it is, so a loop that frees and allocates aligned blocks reuses
+ * the same memory and maps nothing, however many chunks the arena has (264
+ * here: the search for an aligned span once looked at the newest 256 only). */
+#define DEEP_CHUNKS 264
 Test(placement, a_freed_aligned_span_is_taken_back_even_deep_in_the_chunk_list) {
-  enum { N = 3 * (SCAN_CHUNKS + 8) }; /* chunks of three 1 MiB-aligned spans each (units 16, 32, 48) */
+  enum { N = 3 * DEEP_CHUNKS }; /* chunks of three 1 MiB-aligned spans each (units 16, 32, 48) */
   static void *blocks[N];
   for (int i = 0; i < N; i++) cr_assert_not_null(blocks[i] = ebb_aligned_alloc(1 * MiB, 100));
   size_t maps = fake_maps;
@@ -622,6 +667,59 @@ Test(placement, a_freed_aligned_span_is_taken_back_even_deep_in_the_chunk_list) 
   }
   cr_assert_eq(fake_maps, maps, "no chunk mapped");
   blocks[1] = ebb_aligned_alloc(1 * MiB, 100);
+  for (int i = 0; i < N; i++) ebb_free(blocks[i]);
+}
+
+/* The search for an aligned span asks the span index for chunks whose free
+ * runs may hold it, wherever they are. It walked the arena's chunk list,
+ * newest first, no further than 256 chunks (a probe found a walk of all 5,333
+ * chunks of 16,000 live 1 MiB-aligned blocks costing 183 us a call): an
+ * aligned hole in an older chunk went unseen and a chunk was mapped instead,
+ * and a heap of 16,000 blocks of 64-330 KiB aligned at 64-256 KiB, replaced
+ * at random, mapped 2.95x what it used. */
+Test(placement, an_aligned_span_finds_a_hole_deep_in_a_large_heap) {
+  enum { N = 3 * DEEP_CHUNKS }; /* each chunk: three 1 MiB-aligned spans, units 1-15 free (no run of 16) */
+  static void *blocks[N];
+  for (int i = 0; i < N; i++) cr_assert_not_null(blocks[i] = ebb_aligned_alloc(1 * MiB, 100));
+  /* a hole of 16 units at unit 32 of the first chunk made, the last in the
+   * list; then two in the newest chunk, which the thread's kept page
+   * (one_spare_keep) and the class's last span (last_span) serve first */
+  ebb_free(blocks[1]);
+  ebb_free(blocks[N - 2]);
+  ebb_free(blocks[N - 1]);
+  size_t maps = fake_maps;
+  void *p = ebb_aligned_alloc(1 * MiB, 100), *q = ebb_aligned_alloc(1 * MiB, 100);
+  cr_assert((p == blocks[N - 1] && q == blocks[N - 2]) || (p == blocks[N - 2] && q == blocks[N - 1]));
+  void *r = ebb_aligned_alloc(1 * MiB, 100);
+  cr_assert_eq(r, blocks[1], "the hole in the oldest chunk was not found (%p, not %p)", r, blocks[1]);
+  cr_assert_eq(fake_maps, maps, "a chunk was mapped while one had an aligned hole");
+  blocks[1] = r;
+  for (int i = 0; i < N; i++) ebb_free(blocks[i]);
+}
+
+/* Among chunks whose free runs may hold an aligned span, the one whose
+ * aligned fit is shortest: a run of exactly 16 units at a 16-unit boundary
+ * before a longer one elsewhere, then the longer one from its lowest aligned
+ * unit. */
+Test(placement, an_aligned_span_takes_the_best_aligned_fit) {
+  enum { N = 3 * 4 }; /* chunk k: blocks 3k, 3k + 1, 3k + 2 at units 16, 32, 48 */
+  static void *blocks[N];
+  for (int i = 0; i < N; i++) cr_assert_not_null(blocks[i] = ebb_aligned_alloc(1 * MiB, 100));
+  /* chunk 2: its middle span freed, a run of 16 at unit 32; chunk 1: its
+   * middle and last, a run of 32 at unit 32; then two of chunk 3, which the
+   * kept page and the class's last span serve first */
+  ebb_free(blocks[7]);
+  ebb_free(blocks[4]);
+  ebb_free(blocks[5]);
+  ebb_free(blocks[N - 2]);
+  ebb_free(blocks[N - 1]);
+  void *p = ebb_aligned_alloc(1 * MiB, 100), *q = ebb_aligned_alloc(1 * MiB, 100);
+  cr_assert((p == blocks[N - 1] && q == blocks[N - 2]) || (p == blocks[N - 2] && q == blocks[N - 1]));
+  void *r = ebb_aligned_alloc(1 * MiB, 100);
+  cr_assert_eq(r, blocks[7], "not the exact aligned fit (%p, not %p)", r, blocks[7]);
+  void *t = ebb_aligned_alloc(1 * MiB, 100), *u = ebb_aligned_alloc(1 * MiB, 100);
+  cr_assert_eq(t, blocks[4], "then the longer run from its lowest aligned unit (%p)", t);
+  cr_assert_eq(u, blocks[5], "and the rest of it (%p)", u);
   for (int i = 0; i < N; i++) ebb_free(blocks[i]);
 }
 
