@@ -282,6 +282,13 @@ static void wait_remove(span_index_t *ix, chunk_t *c) {
   ix->nwaiting--;
 }
 
+/* Slot s's chunk is not known to hold no aligned span (span_index_aligned_best). */
+static void nofit_clear(span_index_t *ix, unsigned s) {
+  uint64_t keep = ~((uint64_t)1 << (s % 64));
+  ix->group[s / 64].nofit[0] &= keep;
+  ix->group[s / 64].nofit[1] &= keep;
+}
+
 /* The lowest free slot for c, its bins set from its runs; false if none. */
 static bool slot_take(span_index_t *ix, chunk_t *c) {
   uint64_t open = ~ix->full_words & (SPAN_WORDS == 64 ? ~(uint64_t)0 : ((uint64_t)1 << SPAN_WORDS) - 1);
@@ -293,6 +300,7 @@ static bool slot_take(span_index_t *ix, chunk_t *c) {
   if (!~g->used) ix->full_words |= (uint64_t)1 << w;
   g->slot[i] = c;
   c->ix_slot = w * 64 + i;
+  nofit_clear(ix, c->ix_slot);
   for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, c->ix_slot, warm, 0, c->ix_lens[warm]);
   return true;
 }
@@ -304,6 +312,7 @@ static void slot_release(span_index_t *ix, chunk_t *c) {
   struct span_group *g = &ix->group[s / 64];
   g->slot[s % 64] = NULL;
   g->used &= ~((uint64_t)1 << (s % 64));
+  nofit_clear(ix, s);
   ix->full_words &= ~((uint64_t)1 << (s / 64));
   c->ix_slot = SPAN_NO_SLOT;
   chunk_t *w = ix->waiting_old;
@@ -318,8 +327,10 @@ void chunk_reindex(chunk_t *c) {
                       run_lengths(c->free_units & c->dirty_units & CHUNK_ALL_FREE)};
   uint64_t before = c->ix_lens[0];
   span_index_t *ix = c->ix;
-  if (ix && c->ix_slot != SPAN_NO_SLOT)
+  if (ix && c->ix_slot != SPAN_NO_SLOT) {
     for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, c->ix_slot, warm, c->ix_lens[warm], lens[warm]);
+    nofit_clear(ix, c->ix_slot); /* changed: an aligned span may fit now */
+  }
   c->ix_lens[0] = lens[0];
   c->ix_lens[1] = lens[1];
   if (!ix) return;
@@ -356,23 +367,35 @@ chunk_t *span_index_waiting_best(const span_index_t *ix, unsigned n, bool warm, 
 /* A run of at least n + step - 1 units holds n at a multiple of step
  * wherever it starts; a shorter one (of at least n) may. So the bins of
  * those shorter runs are tried first, shortest first, each chunk with
- * chunk_fit (its header read: at most SPAN_ALIGNED_PROBES of them), then the
- * first chunk of the shortest bin of runs that surely hold it, then the
- * newest waiting chunks, as span_index_waiting_best walks them. */
-chunk_t *span_index_aligned_best(const span_index_t *ix, unsigned n, unsigned step, bool warm, unsigned *at,
-                                 unsigned *len) {
+ * chunk_fit (its header read: at most SPAN_ALIGNED_PROBES of them a call),
+ * then the first chunk of the shortest bin of runs that surely hold it, then
+ * the newest waiting chunks, as span_index_waiting_best walks them. A chunk
+ * found to hold no such span is marked (nofit) until it changes
+ * (chunk_reindex) or a search for another shape begins, and the next
+ * searches pass over it without reading it: without the mark, 64 chunks whose
+ * runs were long enough but not aligned hid every chunk behind them from
+ * every search (found by a probe: 100 exact 1 MiB-aligned holes behind 80
+ * such chunks, none used, each block mapping a chunk of its own). */
+chunk_t *span_index_aligned_best(span_index_t *ix, unsigned n, unsigned step, bool warm, unsigned *at, unsigned *len) {
   chunk_t *best = NULL;
   unsigned best_at = 0, best_len = CHUNK_UNITS + 1, probes = 0, sure = n + step - 1;
+  uint32_t key = n | step << 8;
+  if (ix->nofit_key != key) { /* the marks answer one shape */
+    for (unsigned w = 0; w < SPAN_WORDS; w++) ix->group[w].nofit[0] = ix->group[w].nofit[1] = 0;
+    ix->nofit_key = key;
+  }
   uint64_t maybe = ix->lens[warm] >> n << n;
   if (sure < 64) maybe &= ((uint64_t)1 << sure) - 1;
   for (; maybe && probes < SPAN_ALIGNED_PROBES; maybe &= maybe - 1) {
     unsigned l = (unsigned)__builtin_ctzll(maybe);
     if (l >= best_len) break;
     for (uint64_t ws = ix->words[warm][l]; ws && probes < SPAN_ALIGNED_PROBES; ws &= ws - 1) {
-      const struct span_group *g = &ix->group[__builtin_ctzll(ws)];
-      for (uint64_t b = g->bins[warm][l]; b && probes < SPAN_ALIGNED_PROBES; b &= b - 1, probes++) {
-        chunk_t *c = g->slot[__builtin_ctzll(b)];
+      struct span_group *g = &ix->group[__builtin_ctzll(ws)];
+      for (uint64_t b = g->bins[warm][l] & ~g->nofit[warm]; b && probes < SPAN_ALIGNED_PROBES; b &= b - 1, probes++) {
+        unsigned i = (unsigned)__builtin_ctzll(b);
+        chunk_t *c = g->slot[i];
         unsigned a = 0, got = chunk_fit(c, n, step, warm, &a);
+        if (!got) g->nofit[warm] |= (uint64_t)1 << i;
         if (got && got < best_len) best = c, best_at = a, best_len = got;
         if (got == n) goto found;
       }
@@ -390,7 +413,7 @@ chunk_t *span_index_aligned_best(const span_index_t *ix, unsigned n, unsigned st
   }
   probes = 0;
   for (chunk_t *c = ix->waiting; c && best_len != n && probes++ < SPAN_WAITING_SCAN; c = c->ix_next) {
-    if (!chunk_fit_indexed(c, n, warm)) continue; /* no run long enough: no header read */
+    if (!chunk_fit_indexed(c, n, warm)) continue; /* no run long enough (its lengths, not its bitmaps) */
     unsigned a = 0, got = chunk_fit(c, n, step, warm, &a);
     if (got && got < best_len) best = c, best_at = a, best_len = got;
   }

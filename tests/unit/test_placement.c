@@ -433,7 +433,60 @@ Test(placement, the_span_index_answers_as_a_walk_over_every_chunk) {
     if (in[i]) span_index_leave(cs[i]);
   span_index_t empty;
   memset(&empty, 0, sizeof empty);
+  ix.nofit_key = 0; /* the shape the aligned search's marks were for: no chunk's */
   cr_assert(memcmp(&ix, &empty, sizeof ix) == 0, "every chunk gone: the index is empty again");
+}
+
+/* Chunks whose free runs are long enough for an aligned span but not where
+ * it must start are read once and marked, so that the bound on the chunks a
+ * search reads (SPAN_ALIGNED_PROBES) does not hide the chunks behind them
+ * from every search: a probe found 100 exact 1 MiB-aligned holes behind 80
+ * such chunks in lower slots never used, each aligned block mapping a chunk.
+ * A chunk that changes is read again. */
+Test(placement, chunks_that_cannot_hold_an_aligned_span_do_not_hide_those_that_can) {
+  sizeclass_init();
+  enum { DECOYS = SPAN_ALIGNED_PROBES + 16, HOLES = 8, N = DECOYS + HOLES };
+  static span_index_t ix;
+  static chunk_t *cs[N];
+  static page_t *unit[N][CHUNK_UNITS];
+  for (unsigned i = 0; i < N; i++) {
+    cr_assert_not_null(cs[i] = chunk_new(NULL, false, 0));
+    span_index_join(&ix, cs[i]); /* the decoys take the lower slots */
+    for (unsigned k = 1; k < CHUNK_UNITS; k++) {
+      page_t *pg = chunk_take_span(cs[i], 1, 1, false);
+      cr_assert_not_null(pg);
+      pg->units = 1;
+      unit[i][pg - cs[i]->pages] = pg;
+    }
+    /* a decoy: units 9-24 free, 16 of them but none of 16-31; a hole: 16-31 */
+    unsigned first = i < DECOYS ? 9 : 16;
+    for (unsigned k = first; k < first + 16; k++) chunk_give_span(cs[i], unit[i][k], 1);
+  }
+  unsigned at = 0, len = 0, searches = 0;
+  chunk_t *got = NULL;
+  while (!got && searches < 3) got = span_index_aligned_best(&ix, 16, 16, false, &at, &len), searches++;
+  cr_assert_not_null(got, "no hole found in %u searches", searches);
+  bool hole = false;
+  for (unsigned i = DECOYS; i < N; i++) hole |= got == cs[i];
+  cr_assert(hole, "the answer is not a chunk with an aligned hole");
+  cr_assert_eq(at, 16);
+  cr_assert_eq(len, 16);
+  cr_assert_leq(searches, 2, "%u searches before the hole", searches);
+  /* the next search reads no decoy again: the same hole at once */
+  cr_assert_eq(span_index_aligned_best(&ix, 16, 16, false, &at, &len), got);
+  /* a decoy that changes is read again: the holes gone, one that now has
+   * units 9-31 free (16-31 among them) is found past the other 79 */
+  for (unsigned i = DECOYS; i < N; i++) span_index_leave(cs[i]);
+  for (unsigned k = 25; k < 32; k++) chunk_give_span(cs[3], unit[3][k], 1);
+  cr_assert_eq(span_index_aligned_best(&ix, 16, 16, false, &at, &len), cs[3], "the decoy that changed");
+  cr_assert_eq(at, 16);
+  cr_assert_eq(len, 23);
+  /* a search for another shape drops the marks (12 units at 4: each decoy's run of 16 surely holds
+   * them, so this one reads no chunk that does not and marks none) */
+  cr_assert_not_null(span_index_aligned_best(&ix, 12, 4, false, &at, &len));
+  for (unsigned w = 0; w < SPAN_WORDS; w++)
+    cr_assert(ix.group[w].nofit[0] == 0 && ix.group[w].nofit[1] == 0, "marks left for the shape before");
+  for (unsigned i = 0; i < DECOYS; i++) span_index_leave(cs[i]);
 }
 
 /* More chunks with free units than slots: only chunks with a free unit hold
