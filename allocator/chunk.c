@@ -380,8 +380,10 @@ chunk_t *span_index_aligned_best(span_index_t *ix, unsigned n, unsigned step, bo
   chunk_t *best = NULL;
   unsigned best_at = 0, best_len = CHUNK_UNITS + 1, probes = 0, sure = n + step - 1;
   uint32_t key = n | step << 8;
-  if (ix->nofit_key != key) { /* the marks answer one shape */
-    for (unsigned w = 0; w < SPAN_WORDS; w++) ix->group[w].nofit[0] = ix->group[w].nofit[1] = 0;
+  if (ix->nofit_key != key) { /* the marks answer one shape; only groups that had one are written */
+    for (uint64_t ws = ix->nofit_words; ws; ws &= ws - 1)
+      ix->group[__builtin_ctzll(ws)].nofit[0] = ix->group[__builtin_ctzll(ws)].nofit[1] = 0;
+    ix->nofit_words = 0;
     ix->nofit_key = key;
   }
   uint64_t maybe = ix->lens[warm] >> n << n;
@@ -395,7 +397,10 @@ chunk_t *span_index_aligned_best(span_index_t *ix, unsigned n, unsigned step, bo
         unsigned i = (unsigned)__builtin_ctzll(b);
         chunk_t *c = g->slot[i];
         unsigned a = 0, got = chunk_fit(c, n, step, warm, &a);
-        if (!got) g->nofit[warm] |= (uint64_t)1 << i;
+        if (!got) {
+          g->nofit[warm] |= (uint64_t)1 << i;
+          ix->nofit_words |= (uint64_t)1 << (g - ix->group);
+        }
         if (got && got < best_len) best = c, best_at = a, best_len = got;
         if (got == n) goto found;
       }

@@ -76,6 +76,7 @@ typedef struct span_index {
   uint64_t full_words;            /* bit w: every slot of group w is taken */
   uint32_t nwaiting;              /* chunks with a free unit and no slot (none while a slot is free) */
   uint32_t nofit_key;             /* the shape (units | step << 8) the groups' nofit marks answer */
+  uint64_t nofit_words;           /* bit w: group w may have a nofit mark (so a new shape clears only those) */
   struct chunk *waiting, *waiting_old; /* those chunks, newest first, and the oldest */
   /* 64 slots each, with their bins (bit i of bins[warm][L]: slot i's chunk
    * has a run of exactly L units): a zeroed index is an empty one, and an

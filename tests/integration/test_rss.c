@@ -356,6 +356,19 @@ Test(rss, memory_freed_to_an_idle_thread_after_its_pages_were_gone_over_goes_bac
 
 /* ---------------------------------------------------------------- small programs */
 
+/* A thread's first block aligned beyond a unit costs what the block does,
+ * not its arena's whole span index: 64 threads, each holding a small block,
+ * then 64 more (in the first ones' arenas) that each also allocated and freed
+ * a 128 KiB-aligned block, grew RSS by 46 and 11 KiB a thread; a first
+ * version of the aligned search, which wrote a word in each of the index's
+ * 64 groups on a thread's first aligned block, 46 and 107 (2026-12-07). */
+Test(rss, a_threads_first_aligned_block_leaves_its_span_index_untouched) {
+  rss_assert_exit0("aligned_threads", rss_probe("", "aligned_threads"));
+  double aligned = rss_field("aligned_kib");
+  cr_log_info("aligned_threads: %.0f KiB a thread", aligned);
+  cr_assert_lt(aligned, 60, "a thread's first aligned block added %.0f KiB of RSS", aligned);
+}
+
 /* Most programs are small: ebb must not add much to them. The same 1000
  * blocks cost the process at most 128 KiB more anonymous memory on ebb than on
  * glibc (0.2.0 added 205 KiB: a registry root written by 4096 relocations, and

@@ -574,6 +574,52 @@ static int mode_small(void) {
   return 0;
 }
 
+/* ---------------------------------------------------------------- threads' aligned blocks */
+
+/* ALIGNED_THREADS threads, each holding one small block, then as many again
+ * (adopting the first ones' arenas), each also allocating and freeing one
+ * 128 KiB-aligned block, every thread alive while RSS is read: the second
+ * group's RSS a thread. The aligned block's search reads the arena's span
+ * index, whose memory is untouched until used: a first version of that
+ * search wrote a word in each of the index's 64 groups on a thread's first
+ * aligned block, about 96 KiB resident a thread. */
+#define ALIGNED_THREADS 64
+static pthread_barrier_t aligned_bar;
+
+static void *aligned_thread(void *arg) {
+  void *keep = malloc(100), *p = NULL;
+  if (!keep) exit(2);
+  memset(keep, 1, 100);
+  if (arg) {
+    if (posix_memalign(&p, 128 * 1024, 100) != 0) exit(2);
+    memset(p, 1, 100);
+    free(p);
+  }
+  pthread_barrier_wait(&aligned_bar); /* RSS is read */
+  pthread_barrier_wait(&aligned_bar);
+  free(keep);
+  return NULL;
+}
+
+static size_t aligned_group(bool aligned) {
+  pthread_t t[ALIGNED_THREADS];
+  size_t before = rss();
+  for (int i = 0; i < ALIGNED_THREADS; i++)
+    if (pthread_create(&t[i], NULL, aligned_thread, aligned ? (void *)1 : NULL) != 0) exit(2);
+  pthread_barrier_wait(&aligned_bar);
+  size_t grown = rss() - before;
+  pthread_barrier_wait(&aligned_bar);
+  for (int i = 0; i < ALIGNED_THREADS; i++) pthread_join(t[i], NULL);
+  return grown / ALIGNED_THREADS;
+}
+
+static int mode_aligned_threads(void) {
+  pthread_barrier_init(&aligned_bar, NULL, ALIGNED_THREADS + 1);
+  size_t plain = aligned_group(false), aligned = aligned_group(true);
+  printf("ebb=%d plain_kib=%zu aligned_kib=%zu\n", on_ebb(), plain / KiB, aligned / KiB);
+  return 0;
+}
+
 /* ---------------------------------------------------------------- a big structure rebuilt */
 
 /* REBUILD_MIB of 64-1024 B blocks built (each written), freed in allocation
@@ -1039,8 +1085,9 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "idle_late") == 0) return mode_idle_late();
   if (argc >= 2 && strcmp(argv[1], "calloc") == 0) return mode_calloc(argc >= 3 && strcmp(argv[2], "locked") == 0);
   if (argc >= 2 && strcmp(argv[1], "rebuild") == 0) return mode_rebuild();
+  if (argc >= 2 && strcmp(argv[1], "aligned_threads") == 0) return mode_aligned_threads();
   fprintf(stderr,
           "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay|busy] | large | trim_count | sparse | large_only | fork | small | idle_owner | idle_self | "
-          "idle_late | calloc [locked] | rebuild\n");
+          "idle_late | calloc [locked] | rebuild | aligned_threads\n");
   return 2;
 }

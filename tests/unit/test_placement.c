@@ -433,7 +433,8 @@ Test(placement, the_span_index_answers_as_a_walk_over_every_chunk) {
     if (in[i]) span_index_leave(cs[i]);
   span_index_t empty;
   memset(&empty, 0, sizeof empty);
-  ix.nofit_key = 0; /* the shape the aligned search's marks were for: no chunk's */
+  ix.nofit_key = 0; /* the shape the aligned search's marks were for, and where: no chunk's */
+  ix.nofit_words = 0;
   cr_assert(memcmp(&ix, &empty, sizeof ix) == 0, "every chunk gone: the index is empty again");
 }
 
