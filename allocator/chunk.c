@@ -56,6 +56,7 @@ static void dirty_from_now(chunk_t *c, uint64_t resident, uint64_t now) {
 }
 
 /* Every unit free; what lookups read of an unused unit says "no block". */
+static void acap_forget(span_index_t *ix, unsigned s);
 static void reset_units(chunk_t *c, uint64_t resident, uint64_t now) {
   dirty_from_now(c, resident, now);
   for (unsigned i = 0; i < CHUNK_UNITS; i++) {
@@ -70,6 +71,7 @@ static void reset_units(chunk_t *c, uint64_t resident, uint64_t now) {
   c->free_units = CHUNK_ALL_FREE;
   c->dirty_units = resident & CHUNK_ALL_FREE;
   c->free_count = CHUNK_UNITS - 1;
+  if (c->ix && c->ix_slot != SPAN_NO_SLOT) acap_forget(c->ix, c->ix_slot);
   chunk_reindex(c);
 }
 
@@ -282,11 +284,56 @@ static void wait_remove(span_index_t *ix, chunk_t *c) {
   ix->nwaiting--;
 }
 
-/* Slot s's chunk is not known to hold no aligned span (span_index_aligned_best). */
-static void nofit_clear(span_index_t *ix, unsigned s) {
-  uint64_t keep = ~((uint64_t)1 << (s % 64));
-  ix->group[s / 64].nofit[0] &= keep;
-  ix->group[s / 64].nofit[1] &= keep;
+/* ---- what each slotted chunk holds of aligned spans (span_index_aligned_best) */
+
+/* For each step 2 << k, the most units of the run [a, e) that start at a
+ * multiple of it, in multiples of it, maxed into caps[k]. */
+static void run_caps(unsigned a, unsigned e, unsigned caps[SPAN_STEPS]) {
+  for (unsigned k = 0; k < SPAN_STEPS; k++) {
+    unsigned step = 2u << k, st = (a + step - 1) & ~(step - 1);
+    unsigned cap = st < e ? (e - st) & ~(step - 1) : 0;
+    if (cap > caps[k]) caps[k] = cap;
+  }
+}
+
+/* Slot s's chunk's capacities, exact, from its bitmaps (both kinds). */
+static void acap_measure(span_index_t *ix, unsigned s, const chunk_t *c) {
+  uint64_t masks[2] = {c->free_units & CHUNK_ALL_FREE, c->free_units & c->dirty_units & CHUNK_ALL_FREE};
+  for (unsigned warm = 0; warm < 2; warm++) {
+    unsigned caps[SPAN_STEPS] = {0};
+    for (uint64_t r = masks[warm]; r;) {
+      unsigned a = (unsigned)__builtin_ctzll(r), len = (unsigned)__builtin_ctzll(~(r >> a));
+      run_caps(a, a + len, caps);
+      r &= ~span_mask(a, len);
+    }
+    for (unsigned k = 0; k < SPAN_STEPS; k++) ix->group[s / 64].acap[s % 64][warm][k] = (uint8_t)(caps[k] + 1);
+  }
+}
+
+/* Slot s's capacities unknown (a new chunk in it, or one reset). */
+static void acap_forget(span_index_t *ix, unsigned s) {
+  for (unsigned warm = 0; warm < 2; warm++)
+    for (unsigned k = 0; k < SPAN_STEPS; k++) ix->group[s / 64].acap[s % 64][warm][k] = 0;
+}
+
+/* Units [first, first + n) of c came free (and resident): a known capacity
+ * grows to what the run that now holds them gives, if more. Taking units and
+ * purging them only lower capacities, so what is recorded stays at least the
+ * truth: a search reads such a chunk again, never passes over one that
+ * holds its span. */
+static void acap_grow(span_index_t *ix, const chunk_t *c, unsigned first, unsigned n) {
+  uint8_t(*v)[SPAN_STEPS] = ix->group[c->ix_slot / 64].acap[c->ix_slot % 64];
+  uint64_t masks[2] = {c->free_units & CHUNK_ALL_FREE, c->free_units & c->dirty_units & CHUNK_ALL_FREE};
+  for (unsigned warm = 0; warm < 2; warm++) {
+    if (!(v[warm][0] | v[warm][1] | v[warm][2] | v[warm][3])) continue; /* nothing recorded */
+    uint64_t below = ~masks[warm] & (((uint64_t)1 << first) - 1); /* first >= 1: unit 0 is the header */
+    uint64_t above = first + n < 64 ? ~masks[warm] & (~(uint64_t)0 << (first + n)) : 0;
+    unsigned a = below ? 64 - (unsigned)__builtin_clzll(below) : 0, e = above ? (unsigned)__builtin_ctzll(above) : 64;
+    unsigned caps[SPAN_STEPS] = {0};
+    run_caps(a, e, caps);
+    for (unsigned k = 0; k < SPAN_STEPS; k++)
+      if (v[warm][k] && caps[k] + 1 > v[warm][k]) v[warm][k] = (uint8_t)(caps[k] + 1);
+  }
 }
 
 /* The lowest free slot for c, its bins set from its runs; false if none. */
@@ -299,8 +346,7 @@ static bool slot_take(span_index_t *ix, chunk_t *c) {
   g->used |= (uint64_t)1 << i;
   if (!~g->used) ix->full_words |= (uint64_t)1 << w;
   g->slot[i] = c;
-  c->ix_slot = w * 64 + i;
-  nofit_clear(ix, c->ix_slot);
+  c->ix_slot = w * 64 + i; /* its capacities unknown: slot_release forgot them */
   for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, c->ix_slot, warm, 0, c->ix_lens[warm]);
   return true;
 }
@@ -312,7 +358,7 @@ static void slot_release(span_index_t *ix, chunk_t *c) {
   struct span_group *g = &ix->group[s / 64];
   g->slot[s % 64] = NULL;
   g->used &= ~((uint64_t)1 << (s % 64));
-  nofit_clear(ix, s);
+  acap_forget(ix, s);
   ix->full_words &= ~((uint64_t)1 << (s / 64));
   c->ix_slot = SPAN_NO_SLOT;
   chunk_t *w = ix->waiting_old;
@@ -327,10 +373,8 @@ void chunk_reindex(chunk_t *c) {
                       run_lengths(c->free_units & c->dirty_units & CHUNK_ALL_FREE)};
   uint64_t before = c->ix_lens[0];
   span_index_t *ix = c->ix;
-  if (ix && c->ix_slot != SPAN_NO_SLOT) {
+  if (ix && c->ix_slot != SPAN_NO_SLOT)
     for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, c->ix_slot, warm, c->ix_lens[warm], lens[warm]);
-    nofit_clear(ix, c->ix_slot); /* changed: an aligned span may fit now */
-  }
   c->ix_lens[0] = lens[0];
   c->ix_lens[1] = lens[1];
   if (!ix) return;
@@ -370,37 +414,37 @@ chunk_t *span_index_waiting_best(const span_index_t *ix, unsigned n, bool warm, 
  * chunk_fit (its header read: at most SPAN_ALIGNED_PROBES of them a call),
  * then the first chunk of the shortest bin of runs that surely hold it, then
  * the newest waiting chunks, as span_index_waiting_best walks them. A chunk
- * found to hold no such span is marked (nofit) until it changes
- * (chunk_reindex) or a search for another shape begins, and the next
- * searches pass over it without reading it: without the mark, 64 chunks whose
- * runs were long enough but not aligned hid every chunk behind them from
- * every search (found by a probe: 100 exact 1 MiB-aligned holes behind 80
- * such chunks, none used, each block mapping a chunk of its own). */
+ * read records, for each step, the most units it holds aligned (acap), kept
+ * up by every free into it (acap_grow; taking and purging only lower it), and
+ * the searches after pass over it while that is less than they need, without
+ * reading it: otherwise 64 chunks whose runs were long enough but not aligned
+ * hid every chunk behind them from every search (found by a probe: 100 exact
+ * 1 MiB-aligned holes behind 80 such chunks, none used, each block mapping a
+ * chunk of its own). (A first fix marked such chunks for one shape only, and
+ * until any change: another shape's search, or a block freed into them and
+ * taken back, undid it, found by another probe.) */
 chunk_t *span_index_aligned_best(span_index_t *ix, unsigned n, unsigned step, bool warm, unsigned *at, unsigned *len) {
   chunk_t *best = NULL;
   unsigned best_at = 0, best_len = CHUNK_UNITS + 1, probes = 0, sure = n + step - 1;
-  uint32_t key = n | step << 8;
-  if (ix->nofit_key != key) { /* the marks answer one shape; only groups that had one are written */
-    for (uint64_t ws = ix->nofit_words; ws; ws &= ws - 1)
-      ix->group[__builtin_ctzll(ws)].nofit[0] = ix->group[__builtin_ctzll(ws)].nofit[1] = 0;
-    ix->nofit_words = 0;
-    ix->nofit_key = key;
-  }
+  unsigned k = (unsigned)__builtin_ctz(step) - 1;
+  ebb_assert(step >= 2 && k < SPAN_STEPS && n % step == 0);
   uint64_t maybe = ix->lens[warm] >> n << n;
   if (sure < 64) maybe &= ((uint64_t)1 << sure) - 1;
   for (; maybe && probes < SPAN_ALIGNED_PROBES; maybe &= maybe - 1) {
     unsigned l = (unsigned)__builtin_ctzll(maybe);
     if (l >= best_len) break;
     for (uint64_t ws = ix->words[warm][l]; ws && probes < SPAN_ALIGNED_PROBES; ws &= ws - 1) {
-      struct span_group *g = &ix->group[__builtin_ctzll(ws)];
-      for (uint64_t b = g->bins[warm][l] & ~g->nofit[warm]; b && probes < SPAN_ALIGNED_PROBES; b &= b - 1, probes++) {
-        unsigned i = (unsigned)__builtin_ctzll(b);
+      unsigned w = (unsigned)__builtin_ctzll(ws);
+      struct span_group *g = &ix->group[w];
+      for (uint64_t b = g->bins[warm][l]; b && probes < SPAN_ALIGNED_PROBES; b &= b - 1) {
+        unsigned i = (unsigned)__builtin_ctzll(b), v = g->acap[i][warm][k];
+        if (v && v - 1 < n) continue; /* holds too few aligned: not read */
         chunk_t *c = g->slot[i];
+        probes++;
+        acap_measure(ix, w * 64 + i, c);
+        if (g->acap[i][warm][k] - 1u < n) continue;
         unsigned a = 0, got = chunk_fit(c, n, step, warm, &a);
-        if (!got) {
-          g->nofit[warm] |= (uint64_t)1 << i;
-          ix->nofit_words |= (uint64_t)1 << (g - ix->group);
-        }
+        ebb_assert(got >= n);
         if (got && got < best_len) best = c, best_at = a, best_len = got;
         if (got == n) goto found;
       }
@@ -479,6 +523,7 @@ void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now) {
   c->free_units |= m;
   c->dirty_units |= m;
   c->free_count += n;
+  if (c->ix && c->ix_slot != SPAN_NO_SLOT) acap_grow(c->ix, c, first, n);
   chunk_reindex(c);
 }
 
