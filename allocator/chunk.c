@@ -56,7 +56,6 @@ static void dirty_from_now(chunk_t *c, uint64_t resident, uint64_t now) {
 }
 
 /* Every unit free; what lookups read of an unused unit says "no block". */
-static void acap_forget(span_index_t *ix, unsigned s);
 static void reset_units(chunk_t *c, uint64_t resident, uint64_t now) {
   dirty_from_now(c, resident, now);
   for (unsigned i = 0; i < CHUNK_UNITS; i++) {
@@ -71,7 +70,6 @@ static void reset_units(chunk_t *c, uint64_t resident, uint64_t now) {
   c->free_units = CHUNK_ALL_FREE;
   c->dirty_units = resident & CHUNK_ALL_FREE;
   c->free_count = CHUNK_UNITS - 1;
-  if (c->ix && c->ix_slot != SPAN_NO_SLOT) acap_forget(c->ix, c->ix_slot);
   chunk_reindex(c);
 }
 
@@ -284,58 +282,6 @@ static void wait_remove(span_index_t *ix, chunk_t *c) {
   ix->nwaiting--;
 }
 
-/* ---- what each slotted chunk holds of aligned spans (span_index_aligned_best) */
-
-/* For each step 2 << k, the most units of the run [a, e) that start at a
- * multiple of it, in multiples of it, maxed into caps[k]. */
-static void run_caps(unsigned a, unsigned e, unsigned caps[SPAN_STEPS]) {
-  for (unsigned k = 0; k < SPAN_STEPS; k++) {
-    unsigned step = 2u << k, st = (a + step - 1) & ~(step - 1);
-    unsigned cap = st < e ? (e - st) & ~(step - 1) : 0;
-    if (cap > caps[k]) caps[k] = cap;
-  }
-}
-
-/* Slot s's chunk's capacities, exact, from its bitmaps (both kinds). */
-static void acap_measure(span_index_t *ix, unsigned s, const chunk_t *c) {
-  uint64_t masks[2] = {c->free_units & CHUNK_ALL_FREE, c->free_units & c->dirty_units & CHUNK_ALL_FREE};
-  for (unsigned warm = 0; warm < 2; warm++) {
-    unsigned caps[SPAN_STEPS] = {0};
-    for (uint64_t r = masks[warm]; r;) {
-      unsigned a = (unsigned)__builtin_ctzll(r), len = (unsigned)__builtin_ctzll(~(r >> a));
-      run_caps(a, a + len, caps);
-      r &= ~span_mask(a, len);
-    }
-    for (unsigned k = 0; k < SPAN_STEPS; k++) ix->group[s / 64].acap[s % 64][warm][k] = (uint8_t)(caps[k] + 1);
-  }
-}
-
-/* Slot s's capacities unknown (a new chunk in it, or one reset). */
-static void acap_forget(span_index_t *ix, unsigned s) {
-  for (unsigned warm = 0; warm < 2; warm++)
-    for (unsigned k = 0; k < SPAN_STEPS; k++) ix->group[s / 64].acap[s % 64][warm][k] = 0;
-}
-
-/* Units [first, first + n) of c came free (and resident): a known capacity
- * grows to what the run that now holds them gives, if more. Taking units and
- * purging them only lower capacities, so what is recorded stays at least the
- * truth: a search reads such a chunk again, never passes over one that
- * holds its span. */
-static void acap_grow(span_index_t *ix, const chunk_t *c, unsigned first, unsigned n) {
-  uint8_t(*v)[SPAN_STEPS] = ix->group[c->ix_slot / 64].acap[c->ix_slot % 64];
-  uint64_t masks[2] = {c->free_units & CHUNK_ALL_FREE, c->free_units & c->dirty_units & CHUNK_ALL_FREE};
-  for (unsigned warm = 0; warm < 2; warm++) {
-    if (!(v[warm][0] | v[warm][1] | v[warm][2] | v[warm][3])) continue; /* nothing recorded */
-    uint64_t below = ~masks[warm] & (((uint64_t)1 << first) - 1); /* first >= 1: unit 0 is the header */
-    uint64_t above = first + n < 64 ? ~masks[warm] & (~(uint64_t)0 << (first + n)) : 0;
-    unsigned a = below ? 64 - (unsigned)__builtin_clzll(below) : 0, e = above ? (unsigned)__builtin_ctzll(above) : 64;
-    unsigned caps[SPAN_STEPS] = {0};
-    run_caps(a, e, caps);
-    for (unsigned k = 0; k < SPAN_STEPS; k++)
-      if (v[warm][k] && caps[k] + 1 > v[warm][k]) v[warm][k] = (uint8_t)(caps[k] + 1);
-  }
-}
-
 /* The lowest free slot for c, its bins set from its runs; false if none. */
 static bool slot_take(span_index_t *ix, chunk_t *c) {
   uint64_t open = ~ix->full_words & (SPAN_WORDS == 64 ? ~(uint64_t)0 : ((uint64_t)1 << SPAN_WORDS) - 1);
@@ -346,7 +292,7 @@ static bool slot_take(span_index_t *ix, chunk_t *c) {
   g->used |= (uint64_t)1 << i;
   if (!~g->used) ix->full_words |= (uint64_t)1 << w;
   g->slot[i] = c;
-  c->ix_slot = w * 64 + i; /* its capacities unknown: slot_release forgot them */
+  c->ix_slot = w * 64 + i;
   for (unsigned warm = 0; warm < 2; warm++) bins_move(ix, c->ix_slot, warm, 0, c->ix_lens[warm]);
   return true;
 }
@@ -358,7 +304,6 @@ static void slot_release(span_index_t *ix, chunk_t *c) {
   struct span_group *g = &ix->group[s / 64];
   g->slot[s % 64] = NULL;
   g->used &= ~((uint64_t)1 << (s % 64));
-  acap_forget(ix, s);
   ix->full_words &= ~((uint64_t)1 << (s / 64));
   c->ix_slot = SPAN_NO_SLOT;
   chunk_t *w = ix->waiting_old;
@@ -409,46 +354,53 @@ chunk_t *span_index_waiting_best(const span_index_t *ix, unsigned n, bool warm, 
 }
 
 /* A run of at least n + step - 1 units holds n at a multiple of step
- * wherever it starts; a shorter one (of at least n) may. So the bins of
- * those shorter runs are tried first, shortest first, each chunk with
- * chunk_fit (its header read: at most SPAN_ALIGNED_PROBES of them a call),
- * then the first chunk of the shortest bin of runs that surely hold it, then
- * the newest waiting chunks, as span_index_waiting_best walks them. A chunk
- * read records, for each step, the most units it holds aligned (acap), kept
- * up by every free into it (acap_grow; taking and purging only lower it), and
- * the searches after pass over it while that is less than they need, without
- * reading it: otherwise 64 chunks whose runs were long enough but not aligned
- * hid every chunk behind them from every search (found by a probe: 100 exact
- * 1 MiB-aligned holes behind 80 such chunks, none used, each block mapping a
- * chunk of its own). (A first fix marked such chunks for one shape only, and
- * until any change: another shape's search, or a block freed into them and
- * taken back, undid it, found by another probe.) */
+ * wherever it starts; a shorter one (of at least n) may. So the chunks with
+ * such shorter runs are tried first, each with chunk_fit (its header read:
+ * at most SPAN_ALIGNED_PROBES of them a call, the best of them taken, an
+ * exact fit at once), then the first chunk of the shortest bin of runs that
+ * surely hold it, then the newest waiting chunks, as
+ * span_index_waiting_best walks them. The chunks tried are taken in slot
+ * order from where the last search ended (ix->aligned_from: the chunk it
+ * took, or the one after the last it read), wrapping around, so that every
+ * such chunk is read in turn: tried from the lowest slot every time, 64
+ * chunks whose runs were long enough but not aligned hid every chunk behind
+ * them from every search (found by a probe: 100 exact 1 MiB-aligned holes
+ * behind 80 such chunks, none used, each block mapping a chunk of its own).
+ * Two fixes that remembered which chunks could not hold a span were
+ * defeated by other probes: marks for one shape, cleared by any change to
+ * the chunk (a search for another shape, a block freed into it and taken
+ * back), and a record of what each chunk held, kept up by its frees, which
+ * a block freed beside its run and taken back left too high (and which cost
+ * every free into a chunk read before up to 330 instructions). */
 chunk_t *span_index_aligned_best(span_index_t *ix, unsigned n, unsigned step, bool warm, unsigned *at, unsigned *len) {
   chunk_t *best = NULL;
-  unsigned best_at = 0, best_len = CHUNK_UNITS + 1, probes = 0, sure = n + step - 1;
-  unsigned k = (unsigned)__builtin_ctz(step) - 1;
-  ebb_assert(step >= 2 && k < SPAN_STEPS && n % step == 0);
+  unsigned best_at = 0, best_len = CHUNK_UNITS + 1, best_slot = 0, probes = 0, sure = n + step - 1;
   uint64_t maybe = ix->lens[warm] >> n << n;
   if (sure < 64) maybe &= ((uint64_t)1 << sure) - 1;
-  for (; maybe && probes < SPAN_ALIGNED_PROBES; maybe &= maybe - 1) {
-    unsigned l = (unsigned)__builtin_ctzll(maybe);
-    if (l >= best_len) break;
-    for (uint64_t ws = ix->words[warm][l]; ws && probes < SPAN_ALIGNED_PROBES; ws &= ws - 1) {
-      unsigned w = (unsigned)__builtin_ctzll(ws);
-      struct span_group *g = &ix->group[w];
-      for (uint64_t b = g->bins[warm][l]; b && probes < SPAN_ALIGNED_PROBES; b &= b - 1) {
-        unsigned i = (unsigned)__builtin_ctzll(b), v = g->acap[i][warm][k];
-        if (v && v - 1 < n) continue; /* holds too few aligned: not read */
-        chunk_t *c = g->slot[i];
-        probes++;
-        acap_measure(ix, w * 64 + i, c);
-        if (g->acap[i][warm][k] - 1u < n) continue;
-        unsigned a = 0, got = chunk_fit(c, n, step, warm, &a);
-        ebb_assert(got >= n);
-        if (got && got < best_len) best = c, best_at = a, best_len = got;
-        if (got == n) goto found;
+  if (maybe) {
+    uint64_t groups = 0; /* groups with a chunk in any of those bins */
+    for (uint64_t m = maybe; m; m &= m - 1) groups |= ix->words[warm][__builtin_ctzll(m)];
+    unsigned from = ix->aligned_from[warm], next = from;
+    /* the start group from `from` up, every other group, then the start group below `from` */
+    for (unsigned lap = 0; lap <= SPAN_WORDS && probes < SPAN_ALIGNED_PROBES; lap++) {
+      unsigned w = (from / 64 + lap) % SPAN_WORDS;
+      if (!((groups >> w) & 1)) continue;
+      uint64_t cand = 0;
+      for (uint64_t m = maybe; m; m &= m - 1) cand |= ix->group[w].bins[warm][__builtin_ctzll(m)];
+      if (lap == 0) cand &= ~(uint64_t)0 << (from % 64);
+      else if (lap == SPAN_WORDS) cand &= ((uint64_t)1 << (from % 64)) - 1;
+      for (; cand && probes < SPAN_ALIGNED_PROBES; cand &= cand - 1, probes++) {
+        unsigned i = (unsigned)__builtin_ctzll(cand), a = 0;
+        chunk_t *c = ix->group[w].slot[i];
+        unsigned got = chunk_fit(c, n, step, warm, &a);
+        next = (w * 64 + i + 1) % SPAN_SLOTS;
+        if (got && got < best_len) best = c, best_at = a, best_len = got, best_slot = w * 64 + i;
+        if (got == n) break;
       }
+      if (best_len == n) break;
     }
+    ix->aligned_from[warm] = best ? best_slot : next;
+    if (best_len == n) goto found;
   }
   if (sure < 64) {
     unsigned l = lens_fit(ix->lens[warm], sure);
@@ -523,7 +475,6 @@ void chunk_give_span(chunk_t *c, page_t *pg, uint64_t now) {
   c->free_units |= m;
   c->dirty_units |= m;
   c->free_count += n;
-  if (c->ix && c->ix_slot != SPAN_NO_SLOT) acap_grow(c->ix, c, first, n);
   chunk_reindex(c);
 }
 

@@ -70,12 +70,12 @@ _Static_assert(sizeof(chunk_t) <= UNIT_SIZE, "the header fits unit 0");
 #define SPAN_SLOTS 4096 /* 16 GiB of chunks with a free unit */
 #define SPAN_WORDS (SPAN_SLOTS / 64)
 #define SPAN_NO_SLOT UINT32_MAX
-#define SPAN_STEPS 4 /* the steps of aligned spans: 2, 4, 8 and 16 units (128 KiB to 1 MiB) */
 typedef struct span_index {
   uint64_t lens[2];               /* bit L: some chunk has a run of exactly L */
   uint64_t words[2][CHUNK_UNITS]; /* bit w: group w's bin [.][L] is not empty */
   uint64_t full_words;            /* bit w: every slot of group w is taken */
   uint32_t nwaiting;              /* chunks with a free unit and no slot (none while a slot is free) */
+  uint32_t aligned_from[2];       /* the slot an aligned span's search starts from (span_index_aligned_best) */
   struct chunk *waiting, *waiting_old; /* those chunks, newest first, and the oldest */
   /* 64 slots each, with their bins (bit i of bins[warm][L]: slot i's chunk
    * has a run of exactly L units): a zeroed index is an empty one, and an
@@ -84,10 +84,6 @@ typedef struct span_index {
     uint64_t used;               /* bit i: slot i is taken */
     struct chunk *slot[64];
     uint64_t bins[2][CHUNK_UNITS];
-    /* acap[i][warm][k]: 0, or 1 + at least the most units slot i's chunk
-     * holds at a multiple of 2 << k units (an aligned span's search,
-     * span_index_aligned_best, reads and writes these) */
-    uint8_t acap[64][2][SPAN_STEPS];
   } group[SPAN_WORDS];
 } span_index_t;
 _Static_assert(SPAN_WORDS <= 64, "words and full_words are 64 bits");
@@ -175,9 +171,9 @@ chunk_t *span_index_waiting_best(const span_index_t *ix, unsigned n, bool warm, 
 /* The chunk of ix, or of its newest waiting ones, with the shortest run of
  * (resident if warm, else any) free units that holds n units at a multiple
  * of step (chunk_fit's answer for it in *len, the first unit in *at), NULL if
- * none was found: runs that may hold them are tried a bounded number of
- * chunks a call (SPAN_ALIGNED_PROBES), passing over those whose recorded
- * aligned capacity is too small, runs that surely do at once. */
+ * none was found: chunks whose runs may hold them are tried a bounded number
+ * a call (SPAN_ALIGNED_PROBES), each call going on where the last ended,
+ * runs that surely do at once. */
 #define SPAN_ALIGNED_PROBES 64
 chunk_t *span_index_aligned_best(span_index_t *ix, unsigned n, unsigned step, bool warm, unsigned *at, unsigned *len);
 /* Where chunk_take_span would place n units: the length of the free run it
