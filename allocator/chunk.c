@@ -360,9 +360,11 @@ chunk_t *span_index_waiting_best(const span_index_t *ix, unsigned n, bool warm, 
  * exact fit at once), then the first chunk of the shortest bin of runs that
  * surely hold it, then the newest waiting chunks, as
  * span_index_waiting_best walks them. The chunks tried are taken in slot
- * order from where the last search ended (ix->aligned_from: the chunk it
- * took, or the one after the last it read), wrapping around, so that every
- * such chunk is read in turn: tried from the lowest slot every time, 64
+ * order from where the last search of the same shape ended
+ * (ix->aligned_from: the chunk it took if it read it, else the one after the
+ * last it read), wrapping around, so that every such chunk is read in turn
+ * (one cursor for all shapes: a search for another shape that found a fit
+ * in a low slot sent the cursor back there every time, found by a probe): tried from the lowest slot every time, 64
  * chunks whose runs were long enough but not aligned hid every chunk behind
  * them from every search (found by a probe: 100 exact 1 MiB-aligned holes
  * behind 80 such chunks, none used, each block mapping a chunk of its own).
@@ -373,20 +375,23 @@ chunk_t *span_index_waiting_best(const span_index_t *ix, unsigned n, bool warm, 
  * a block freed beside its run and taken back left too high (and which cost
  * every free into a chunk read before up to 330 instructions). */
 chunk_t *span_index_aligned_best(span_index_t *ix, unsigned n, unsigned step, bool warm, unsigned *at, unsigned *len) {
-  chunk_t *best = NULL;
-  unsigned best_at = 0, best_len = CHUNK_UNITS + 1, best_slot = 0, probes = 0, sure = n + step - 1;
+  chunk_t *best = NULL, *read_best = NULL;
+  unsigned best_at = 0, best_len = CHUNK_UNITS + 1, read_slot = 0, probes = 0, sure = n + step - 1;
+  unsigned k = (unsigned)__builtin_ctz(step) - 1, m = n / step - 1;
+  ebb_assert(step >= 2 && k < SPAN_STEPS && n % step == 0 && m < SPAN_SPANS_A_STEP);
+  uint16_t *from_p = &ix->aligned_from[warm][k][m]; /* a cursor a shape: another's search moves not this */
+  unsigned from = *from_p, next = from;
   uint64_t maybe = ix->lens[warm] >> n << n;
   if (sure < 64) maybe &= ((uint64_t)1 << sure) - 1;
   if (maybe) {
     uint64_t groups = 0; /* groups with a chunk in any of those bins */
-    for (uint64_t m = maybe; m; m &= m - 1) groups |= ix->words[warm][__builtin_ctzll(m)];
-    unsigned from = ix->aligned_from[warm], next = from;
+    for (uint64_t b = maybe; b; b &= b - 1) groups |= ix->words[warm][__builtin_ctzll(b)];
     /* the start group from `from` up, every other group, then the start group below `from` */
     for (unsigned lap = 0; lap <= SPAN_WORDS && probes < SPAN_ALIGNED_PROBES; lap++) {
       unsigned w = (from / 64 + lap) % SPAN_WORDS;
       if (!((groups >> w) & 1)) continue;
       uint64_t cand = 0;
-      for (uint64_t m = maybe; m; m &= m - 1) cand |= ix->group[w].bins[warm][__builtin_ctzll(m)];
+      for (uint64_t b = maybe; b; b &= b - 1) cand |= ix->group[w].bins[warm][__builtin_ctzll(b)];
       if (lap == 0) cand &= ~(uint64_t)0 << (from % 64);
       else if (lap == SPAN_WORDS) cand &= ((uint64_t)1 << (from % 64)) - 1;
       for (; cand && probes < SPAN_ALIGNED_PROBES; cand &= cand - 1, probes++) {
@@ -394,15 +399,13 @@ chunk_t *span_index_aligned_best(span_index_t *ix, unsigned n, unsigned step, bo
         chunk_t *c = ix->group[w].slot[i];
         unsigned got = chunk_fit(c, n, step, warm, &a);
         next = (w * 64 + i + 1) % SPAN_SLOTS;
-        if (got && got < best_len) best = c, best_at = a, best_len = got, best_slot = w * 64 + i;
+        if (got && got < best_len) best = read_best = c, best_at = a, best_len = got, read_slot = w * 64 + i;
         if (got == n) break;
       }
       if (best_len == n) break;
     }
-    ix->aligned_from[warm] = best ? best_slot : next;
-    if (best_len == n) goto found;
   }
-  if (sure < 64) {
+  if (best_len != n && sure < 64) {
     unsigned l = lens_fit(ix->lens[warm], sure);
     if (l && l < best_len) {
       const struct span_group *g = &ix->group[__builtin_ctzll(ix->words[warm][l])];
@@ -418,7 +421,9 @@ chunk_t *span_index_aligned_best(span_index_t *ix, unsigned n, unsigned step, bo
     unsigned a = 0, got = chunk_fit(c, n, step, warm, &a);
     if (got && got < best_len) best = c, best_at = a, best_len = got;
   }
-found:
+  /* the next search of this shape starts at the chunk taken, if it was one
+   * read here, else after the last one read */
+  *from_p = (uint16_t)(best && best == read_best ? read_slot : next);
   *at = best_at;
   *len = best_len;
   return best;

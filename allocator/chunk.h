@@ -70,12 +70,17 @@ _Static_assert(sizeof(chunk_t) <= UNIT_SIZE, "the header fits unit 0");
 #define SPAN_SLOTS 4096 /* 16 GiB of chunks with a free unit */
 #define SPAN_WORDS (SPAN_SLOTS / 64)
 #define SPAN_NO_SLOT UINT32_MAX
+#define SPAN_STEPS 4          /* aligned spans' steps: 2, 4, 8, 16 units (128 KiB to 1 MiB) */
+#define SPAN_SPANS_A_STEP 16  /* their lengths: 1 to 16 steps (at most 32 units, the largest class) */
+_Static_assert(SPAN_SLOTS <= 65536, "span_index_t.aligned_from holds a slot in 16 bits");
 typedef struct span_index {
   uint64_t lens[2];               /* bit L: some chunk has a run of exactly L */
   uint64_t words[2][CHUNK_UNITS]; /* bit w: group w's bin [.][L] is not empty */
   uint64_t full_words;            /* bit w: every slot of group w is taken */
   uint32_t nwaiting;              /* chunks with a free unit and no slot (none while a slot is free) */
-  uint32_t aligned_from[2];       /* the slot an aligned span's search starts from (span_index_aligned_best) */
+  /* the slot an aligned span's search starts from (span_index_aligned_best),
+   * for each kind, step (2 << k units) and length (step * (m + 1) units) */
+  uint16_t aligned_from[2][SPAN_STEPS][SPAN_SPANS_A_STEP];
   struct chunk *waiting, *waiting_old; /* those chunks, newest first, and the oldest */
   /* 64 slots each, with their bins (bit i of bins[warm][L]: slot i's chunk
    * has a run of exactly L units): a zeroed index is an empty one, and an

@@ -434,7 +434,7 @@ Test(placement, the_span_index_answers_as_a_walk_over_every_chunk) {
     if (in[i]) span_index_leave(cs[i]);
   span_index_t empty;
   memset(&empty, 0, sizeof empty);
-  ix.aligned_from[0] = ix.aligned_from[1] = 0; /* where aligned searches go on: no chunk's */
+  memset(ix.aligned_from, 0, sizeof ix.aligned_from); /* where aligned searches go on: no chunk's */
   cr_assert(memcmp(&ix, &empty, sizeof ix) == 0, "every chunk gone: the index is empty again");
 }
 
@@ -516,6 +516,95 @@ Test(placement, chunks_that_cannot_hold_an_aligned_span_do_not_hide_those_that_c
   cr_assert_eq(at, 16);
   cr_assert_eq(len, 23);
   for (unsigned i = 0; i < DECOYS; i++) span_index_leave(cs[i]);
+}
+
+/* Chunks of single units taken 1-63, for the tests below. */
+static chunk_t *chunk_of_units(span_index_t *ix, page_t **unit) {
+  chunk_t *c = chunk_new(NULL, false, 0);
+  cr_assert_not_null(c);
+  span_index_join(ix, c);
+  for (unsigned k = 1; k < CHUNK_UNITS; k++) {
+    page_t *pg = chunk_take_span(c, 1, 1, false);
+    cr_assert_not_null(pg);
+    pg->units = 1;
+    unit[pg - c->pages] = pg;
+  }
+  return c;
+}
+
+static void give_units(chunk_t *c, page_t **unit, unsigned first, unsigned end) {
+  for (unsigned k = first; k < end; k++) chunk_give_span(c, unit[k], 1);
+}
+
+/* Each shape of aligned span has its own place to go on from: one for all
+ * of them, a search for 2 units at 2 that found its fit in slot 0 sent every
+ * search for 16 at 16 back to read the same 64 decoys, and 8 exact holes
+ * behind them were never found (found by a probe: with blocks of both
+ * shapes, every second 1 MiB-aligned block mapped a chunk, +200 MiB for 100).
+ * And a search that took a chunk it did not read here (one whose runs surely
+ * hold the span, shorter than what it read) goes on after what it read: kept
+ * at the chunk it read, every search read the same 64 again and cut the
+ * shorter runs while exact holes further on stayed free. */
+static page_t *shape_unit[100][CHUNK_UNITS];
+
+Test(placement, every_aligned_shape_goes_on_where_its_last_search_ended) {
+  sizeclass_init();
+  enum { DECOYS = SPAN_ALIGNED_PROBES + 16, HOLES = 8, N = 1 + DECOYS + HOLES };
+  static span_index_t ix;
+  static chunk_t *cs[N];
+  for (unsigned i = 0; i < N; i++) {
+    cs[i] = chunk_of_units(&ix, shape_unit[i]);
+    if (i == 0) /* slot 0: runs of 2 at even units */
+      for (unsigned k = 2; k + 1 < CHUNK_UNITS; k += 4) give_units(cs[i], shape_unit[i], k, k + 2);
+    else if (i <= DECOYS) /* decoys: 9-24 free */
+      give_units(cs[i], shape_unit[i], 9, 25);
+    else /* exact holes: 16-31 */
+      give_units(cs[i], shape_unit[i], 16, 32);
+  }
+  unsigned at = 0, len = 0, searches = 0;
+  chunk_t *got = NULL;
+  while (!got && searches < 4) {
+    got = span_index_aligned_best(&ix, 16, 16, false, &at, &len), searches++;
+    cr_assert_eq(span_index_aligned_best(&ix, 2, 2, false, &at, &len), cs[0], "the other shape's exact fit");
+  }
+  cr_assert_not_null(got, "no hole found in %u searches with another shape's between them", searches);
+  bool hole = false;
+  for (unsigned i = 1 + DECOYS; i < N; i++) hole |= got == cs[i];
+  cr_assert(hole, "the answer is not a chunk with an exact hole");
+  cr_assert_leq(searches, 2);
+  for (unsigned i = 0; i < N; i++) span_index_leave(cs[i]);
+}
+
+Test(placement, an_aligned_search_that_takes_a_sure_run_goes_on_after_what_it_read) {
+  sizeclass_init();
+  enum { DECOYS = SPAN_ALIGNED_PROBES + 16, HOLES = 8, LONG = 8, N = 1 + DECOYS + HOLES + LONG };
+  static span_index_t ix;
+  static chunk_t *cs[N];
+  for (unsigned i = 0; i < N; i++) {
+    cs[i] = chunk_of_units(&ix, shape_unit[i]);
+    if (i == 0) { /* slot 0: a decoy's run and one of 38 (26-63) */
+      give_units(cs[i], shape_unit[i], 9, 25);
+      give_units(cs[i], shape_unit[i], 26, 64);
+    } else if (i <= DECOYS) {
+      give_units(cs[i], shape_unit[i], 9, 25);
+    } else if (i <= DECOYS + HOLES) {
+      give_units(cs[i], shape_unit[i], 16, 32);
+    } else { /* runs of 31 (1-31): they surely hold 16 at 16, and are shorter than 38 */
+      give_units(cs[i], shape_unit[i], 1, 32);
+    }
+  }
+  unsigned exact = 0;
+  for (unsigned r = 0; r < HOLES; r++) {
+    unsigned at = 0, len = 0;
+    chunk_t *c = span_index_aligned_best(&ix, 16, 16, false, &at, &len);
+    cr_assert_not_null(c);
+    exact += len == 16;
+    page_t *pg = chunk_take_span_at(c, &c->pages[at], 16);
+    cr_assert_not_null(pg);
+    pg->units = 16;
+  }
+  cr_assert_geq(exact, HOLES - 1, "%u of %u searches took an exact hole", exact, HOLES);
+  for (unsigned i = 0; i < N; i++) span_index_leave(cs[i]);
 }
 
 /* More chunks with free units than slots: only chunks with a free unit hold
