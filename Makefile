@@ -44,6 +44,7 @@ $(B)/libebb.a: $(B)/obj/ebb.o
 	rm -f $@ && ar rcs $@ $(B)/obj/ebb-static.o
 $(B)/debug/libebb.so: $(B)/debug/ebb.o
 	$(CC) -shared -Wl,-soname,libebb.so.0 -pthread -o $@ $<
+	ln -sf libebb.so $(B)/debug/libebb.so.0
 $(B)/debug/libebb.a: $(B)/debug/ebb.o
 	$(ARCHIVE_OBJCOPY) $< $(B)/debug/ebb-static.o
 	rm -f $@ && ar rcs $@ $(B)/debug/ebb-static.o
