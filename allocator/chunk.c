@@ -359,21 +359,21 @@ chunk_t *span_index_waiting_best(const span_index_t *ix, unsigned n, bool warm, 
  * at most SPAN_ALIGNED_PROBES of them a call, the best of them taken, an
  * exact fit at once), then the first chunk of the shortest bin of runs that
  * surely hold it, then the newest waiting chunks, as
- * span_index_waiting_best walks them. The chunks tried are taken in slot
- * order from where the last search of the same shape ended
- * (ix->aligned_from: the chunk it took if it read it, else the one after the
- * last it read), wrapping around, so that every such chunk is read in turn
- * (one cursor for all shapes: a search for another shape that found a fit
- * in a low slot sent the cursor back there every time, found by a probe): tried from the lowest slot every time, 64
- * chunks whose runs were long enough but not aligned hid every chunk behind
- * them from every search (found by a probe: 100 exact 1 MiB-aligned holes
- * behind 80 such chunks, none used, each block mapping a chunk of its own).
- * Two fixes that remembered which chunks could not hold a span were
- * defeated by other probes: marks for one shape, cleared by any change to
- * the chunk (a search for another shape, a block freed into it and taken
- * back), and a record of what each chunk held, kept up by its frees, which
- * a block freed beside its run and taken back left too high (and which cost
- * every free into a chunk read before up to 330 instructions). */
+ * span_index_waiting_best walks them.
+ *   The chunks tried are taken in slot order from where the last search of
+ * the same shape and kind ended (ix->aligned_from: the chunk it took, if it
+ * read it, else the one after the last it read), wrapping around, so that
+ * each is read in turn. Five probes broke the versions before this one, each
+ * with chunks whose runs were long enough but not aligned, which hid exact
+ * holes from every search while each aligned block mapped a chunk (100 holes
+ * behind 80 such chunks, +200 MiB): tried from the lowest slot every time;
+ * marked for one shape until any change (a search for another shape, a unit
+ * freed into them and taken back, undid the marks); a record per chunk of
+ * what it held aligned, kept up by its frees (a span freed beside such a run
+ * and taken back left it too high, and it cost every free into such a chunk
+ * up to 330 instructions); one cursor for all shapes (another shape's fit in
+ * a low slot sent it back every time); a cursor left on a chunk the search
+ * read but did not take. */
 chunk_t *span_index_aligned_best(span_index_t *ix, unsigned n, unsigned step, bool warm, unsigned *at, unsigned *len) {
   chunk_t *best = NULL, *read_best = NULL;
   unsigned best_at = 0, best_len = CHUNK_UNITS + 1, read_slot = 0, probes = 0, sure = n + step - 1;

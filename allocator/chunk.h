@@ -177,8 +177,8 @@ chunk_t *span_index_waiting_best(const span_index_t *ix, unsigned n, bool warm, 
  * (resident if warm, else any) free units that holds n units at a multiple
  * of step (chunk_fit's answer for it in *len, the first unit in *at), NULL if
  * none was found: chunks whose runs may hold them are tried a bounded number
- * a call (SPAN_ALIGNED_PROBES), each call going on where the last ended,
- * runs that surely do at once. */
+ * a call (SPAN_ALIGNED_PROBES), each call going on where the last of the same
+ * shape ended, runs that surely do at once. */
 #define SPAN_ALIGNED_PROBES 64
 chunk_t *span_index_aligned_best(span_index_t *ix, unsigned n, unsigned step, bool warm, unsigned *at, unsigned *len);
 /* Where chunk_take_span would place n units: the length of the free run it
