@@ -363,7 +363,7 @@ chunk_t *span_index_waiting_best(const span_index_t *ix, unsigned n, bool warm, 
  *   The chunks tried are taken in slot order from where the last search of
  * the same shape and kind ended (ix->aligned_from: the chunk it took, if it
  * read it, else the one after the last it read), wrapping around, so that
- * each is read in turn. Five probes broke the versions before this one, each
+ * each is read in turn. Probes broke each version before this one, each
  * with chunks whose runs were long enough but not aligned, which hid exact
  * holes from every search while each aligned block mapped a chunk (100 holes
  * behind 80 such chunks, +200 MiB): tried from the lowest slot every time;
