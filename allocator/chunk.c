@@ -405,18 +405,15 @@ chunk_t *span_index_aligned_best(span_index_t *ix, unsigned n, unsigned step, bo
       if (best_len == n) break;
     }
   }
-  if (best_len != n && sure < 64) {
-    unsigned l = lens_fit(ix->lens[warm], sure);
-    if (l && l < best_len) {
-      const struct span_group *g = &ix->group[__builtin_ctzll(ix->words[warm][l])];
-      chunk_t *c = g->slot[__builtin_ctzll(g->bins[warm][l])];
-      unsigned a = 0, got = chunk_fit(c, n, step, warm, &a);
-      ebb_assert(got && got <= l);
-      if (got && got < best_len) best = c, best_at = a, best_len = got;
-    }
+  unsigned l = 0;
+  chunk_t *c = best_len != n && sure < 64 ? span_index_best(ix, sure, warm, &l) : NULL;
+  if (c && l < best_len) { /* its shortest run that surely holds the span */
+    unsigned a = 0, got = chunk_fit(c, n, step, warm, &a);
+    ebb_assert(got && got <= l);
+    if (got && got < best_len) best = c, best_at = a, best_len = got;
   }
   probes = 0;
-  for (chunk_t *c = ix->waiting; c && best_len != n && probes++ < SPAN_WAITING_SCAN; c = c->ix_next) {
+  for (c = ix->waiting; c && best_len != n && probes++ < SPAN_WAITING_SCAN; c = c->ix_next) {
     if (!chunk_fit_indexed(c, n, warm)) continue; /* no run long enough (its lengths, not its bitmaps) */
     unsigned a = 0, got = chunk_fit(c, n, step, warm, &a);
     if (got && got < best_len) best = c, best_at = a, best_len = got;

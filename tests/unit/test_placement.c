@@ -438,6 +438,24 @@ Test(placement, the_span_index_answers_as_a_walk_over_every_chunk) {
   cr_assert(memcmp(&ix, &empty, sizeof ix) == 0, "every chunk gone: the index is empty again");
 }
 
+/* Chunks of single units taken 1-63, for the tests below. */
+static chunk_t *chunk_of_units(span_index_t *ix, page_t **unit) {
+  chunk_t *c = chunk_new(NULL, false, 0);
+  cr_assert_not_null(c);
+  span_index_join(ix, c);
+  for (unsigned k = 1; k < CHUNK_UNITS; k++) {
+    page_t *pg = chunk_take_span(c, 1, 1, false);
+    cr_assert_not_null(pg);
+    pg->units = 1;
+    unit[pg - c->pages] = pg;
+  }
+  return c;
+}
+
+static void give_units(chunk_t *c, page_t **unit, unsigned first, unsigned end) {
+  for (unsigned k = first; k < end; k++) chunk_give_span(c, unit[k], 1);
+}
+
 /* Chunks whose free runs are long enough for an aligned span but not where
  * it must start do not hide the chunks behind them from every search: each
  * search reads at most SPAN_ALIGNED_PROBES such chunks, and goes on where the
@@ -457,20 +475,13 @@ Test(placement, chunks_that_cannot_hold_an_aligned_span_do_not_hide_those_that_c
   static page_t *beside[DECOYS];
   page_t *(*unit)[CHUNK_UNITS] = decoy_unit;
   for (unsigned i = 0; i < N; i++) {
-    cr_assert_not_null(cs[i] = chunk_new(NULL, false, 0));
-    span_index_join(&ix, cs[i]); /* the decoys take the lower slots */
-    for (unsigned k = 1; k < CHUNK_UNITS; k++) {
-      page_t *pg = chunk_take_span(cs[i], 1, 1, false);
-      cr_assert_not_null(pg);
-      pg->units = 1;
-      unit[i][pg - cs[i]->pages] = pg;
-    }
+    cs[i] = chunk_of_units(&ix, unit[i]); /* the decoys take the lower slots */
     /* a decoy: units 9-24 free, 16 of them but none of 16-31, and 25-31 one
      * span of 7; a hole: 16-31 */
     unsigned first = i < DECOYS ? 9 : 16;
-    for (unsigned k = first; k < first + 16; k++) chunk_give_span(cs[i], unit[i][k], 1);
+    give_units(cs[i], unit[i], first, first + 16);
     if (i < DECOYS) {
-      for (unsigned k = 25; k < 32; k++) chunk_give_span(cs[i], unit[i][k], 1);
+      give_units(cs[i], unit[i], 25, 32);
       cr_assert_not_null(beside[i] = chunk_take_span_at(cs[i], &cs[i]->pages[25], 7));
       beside[i]->units = 7;
     }
@@ -516,24 +527,6 @@ Test(placement, chunks_that_cannot_hold_an_aligned_span_do_not_hide_those_that_c
   cr_assert_eq(at, 16);
   cr_assert_eq(len, 23);
   for (unsigned i = 0; i < DECOYS; i++) span_index_leave(cs[i]);
-}
-
-/* Chunks of single units taken 1-63, for the tests below. */
-static chunk_t *chunk_of_units(span_index_t *ix, page_t **unit) {
-  chunk_t *c = chunk_new(NULL, false, 0);
-  cr_assert_not_null(c);
-  span_index_join(ix, c);
-  for (unsigned k = 1; k < CHUNK_UNITS; k++) {
-    page_t *pg = chunk_take_span(c, 1, 1, false);
-    cr_assert_not_null(pg);
-    pg->units = 1;
-    unit[pg - c->pages] = pg;
-  }
-  return c;
-}
-
-static void give_units(chunk_t *c, page_t **unit, unsigned first, unsigned end) {
-  for (unsigned k = first; k < end; k++) chunk_give_span(c, unit[k], 1);
 }
 
 /* Each shape of aligned span has its own place to go on from: one for all
