@@ -50,6 +50,14 @@ long bench_rss_kb(void) {
   return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+long bench_vsz_kb(void) {
+  char buf[256];
+  long size = 0;
+  if (read_small_file("/proc/self/statm", buf, sizeof buf) < 0) return -1;
+  if (sscanf(buf, "%ld", &size) != 1) return -1;
+  return size * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 /* Scans a file in chunks, calling fn on each chunk with the tail of the previous one
  * kept in front, so a line cut between two reads is still seen whole by fn. */
 #define SCAN_CHUNK 8192

@@ -22,6 +22,7 @@ void bench_sleep_ms(double ms);
 
 /* Memory and faults of this process, read without allocating. */
 long bench_rss_kb(void);      /* resident set, from /proc/self/statm */
+long bench_vsz_kb(void);      /* address space mapped (VmSize), from /proc/self/statm */
 long bench_heap_rss_kb(void); /* Rss of the [heap] (brk) mapping, 0 if absent */
 long bench_peak_rss_kb(void); /* ru_maxrss */
 long bench_minflt(void);      /* minor page faults so far, RUSAGE_SELF */
