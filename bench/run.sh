@@ -128,9 +128,15 @@ cases() {
     # over many chunks, which a walk of chunk headers made grow with the heap.
     # 4000, not 4096 (loop's table of sizes): with 4096 every slot got the same
     # size each time, which a freed span's class took straight back.
+    # aligned: the same kind of heap, 64–330 KiB, every block from posix_memalign
+    # at 128, 256 or 512 KiB: whether aligned blocks find the holes among the
+    # others (vsz_kb, the address space mapped) or map more (ebb searched only
+    # its newest 256 chunks for them until session 38: 3.7 GB where glibc maps 1.5).
     full:loop) printf '%s\n' "small|--iters 2000000" "medium|--iters 300000 --slots 4000 --min 65536 --max 229376" \
+                 "aligned|--iters 300000 --slots 4000 --min 65536 --max 337920 --aligned 100" \
                  "callgrind|100000 300000" ;;
     quick:loop) printf '%s\n' "small|--iters 3000000" "medium|--iters 100000 --slots 4000 --min 65536 --max 229376" \
+                  "aligned|--iters 100000 --slots 4000 --min 65536 --max 337920 --aligned 100" \
                   "callgrind|20000 60000" ;;
     smoke:loop) printf '%s\n' "small|--iters 10000" "callgrind|2000 4000" ;;
     # Big-buffer churn: ops sized so the slowest allocator takes 1–2 s per case (a
@@ -223,7 +229,7 @@ case_label() {
     larson) echo "$(pl "${P[threads]}" thread), ${P[slots]} shared slots each, blocks of ${P[min]}–${P[max]} B, $(fmt_ms "${P[ms]}")" ;;
     prodcons) echo "$(pl "${P[pairs]}" "producer/consumer pair"), messages of ${P[min]}–${P[max]} B through rings of ${P[ring]}, every free by the other thread, $(fmt_ms "${P[ms]}")" ;;
     loop) if [ "${P[min]}" -gt 0 ]; then
-            echo "${P[iters]} malloc/free pairs of $(fmt_kib $((P[min] / 1024)))–$(fmt_kib $((P[max] / 1024))) (uniform) in a window of ${P[slots]} slots"
+            echo "${P[iters]} malloc/free pairs of $(fmt_kib $((P[min] / 1024)))–$(fmt_kib $((P[max] / 1024))) (uniform) in a window of ${P[slots]} slots$([ "${P[aligned]}" -gt 0 ] && echo ", ${P[aligned]} % of them posix_memalign at 128, 256 or 512 KiB")"
           else
             echo "${P[iters]} malloc/free pairs of 8–512 B in a window of ${P[slots]} slots"
           fi ;;

@@ -31,7 +31,7 @@ BEGIN {
   split("churn:us_per_cycle churn:faults_per_cycle churn:rss_kb render:us_per_cycle floor:end_kb " \
         "prover:floor_kb prover:peak_kb prover:rounds_per_s growth:ms_per_cycle growth:faults_per_cycle growth:first_faults " \
         "larson:mops_per_s larson:ir_per_pair larson:d1_read_misses_per_pair larson:d1_write_misses_per_pair " \
-        "prodcons:mops_per_s loop:ns_per_pair loop:ir_per_pair bigbuf:us_per_op bigbuf:faults_per_op " \
+        "prodcons:mops_per_s loop:ns_per_pair loop:ir_per_pair loop:vsz_kb bigbuf:us_per_op bigbuf:faults_per_op " \
         "reqarena:us_per_req reqarena:faults_per_req heap:ns_per_malloc heap:faults_per_mb heap:peak_rss_kb " \
         "turns:faults_per_job turns:us_per_job turns:peak_rss_kb", H, " ")
   # Titles say what a workload is; the sizes, counts and times of each case are in
