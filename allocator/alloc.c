@@ -149,13 +149,14 @@ static void huge_free(huge_t *h) {
 static EBB_NOINLINE void *malloc_slower(size_t size) {
   if (size > CLASS_MAX_SIZE) return size > MAX_REQUEST ? fail_nomem() : huge_alloc(NULL, size, MIN_ALIGN);
   arena_t *a = arena_tls;
-  if (size <= 1024) {
-    void *p = arena_pop_empty(a, class_small[(size + 15) >> 4]);
-    if (p) return p;
-  }
   bool first = a == &arena_none;
   if (first && !(a = thread_arena())) return fail_nomem();
-  void *p = arena_malloc(a, size);
+  /* Under busy: these read and move the class's sources, which a taker of an
+   * idle owner's current pages swaps (arena_take_sources). */
+  owner_enter(a);
+  void *p = size <= 1024 ? arena_pop_empty(a, class_small[(size + 15) >> 4]) : NULL;
+  if (!p) p = arena_malloc(a, size);
+  owner_leave();
   if (first) thread_arena_done(a);
   return p ? p : fail_nomem();
 }
@@ -169,7 +170,10 @@ static EBB_NOINLINE void *malloc_slower(size_t size) {
  * keeps the fast path from saving anything for it. */
 static EBB_NOINLINE void *malloc_slow(size_t size) {
   if (likely(size - 1025 <= CLASS_MAX_SIZE - 1025)) { /* 1 KiB < size <= 2 MiB: unsigned, so 0 is out */
-    void *p = arena_pop_src(arena_tls, SRC_SMALL + size_class_above_1k(size) - NCLASSES_SMALL);
+    arena_t *a = arena_tls;
+    pop_window_open(a);
+    void *p = arena_pop_src(a, SRC_SMALL + size_class_above_1k(size) - NCLASSES_SMALL);
+    pop_window_close(a);
     if (likely(p != NULL)) return p;
   }
   return malloc_slower(size);
@@ -179,7 +183,13 @@ static EBB_NOINLINE void *malloc_slow(size_t size) {
  * source slot names; NULL when the slow path must run (not a failure). A
  * thread without an arena yet has arena_none, whose lists are all empty. */
 EBB_INLINE void *malloc_fast(size_t size) {
-  return likely(size <= 1024) ? arena_pop_src(arena_tls, (unsigned)(size + 15) >> 4) : NULL;
+  if (unlikely(size > 1024)) return NULL;
+  arena_t *a = arena_tls;
+  pop_window_open(a);
+  void *p = arena_pop_src(a, (unsigned)(size + 15) >> 4);
+  window_stretch(); /* the heavy debug build's only */
+  pop_window_close(a);
+  return p;
 }
 
 /* malloc itself; public.c inlines it into operator new too (a call from one
@@ -248,18 +258,25 @@ static EBB_NOINLINE void free_own_slow(arena_t *a, page_t *pg, block_t *b) {
  * page that is full, purged or unused) goes to free_own_slow, another arena's
  * block whose page is neither purged nor unused to free_foreign, anything else
  * (another arena's purged or unused page) to free_block, which checks
- * everything again and names any misuse. key: the thread's free key; called
- * after free_window_close. */
-EBB_INLINE void free_other(uintptr_t key, void *p, page_t *pg) {
+ * everything again and names any misuse. key: the thread's free key, read
+ * inside free's window, which this ends: after the push into the thread
+ * cache (arena_cache_own_full), which a taker of an idle owner's cache must
+ * not meet half done (arena_take_sources; found by ThreadSanitizer in
+ * test_reclaim, a free that had read the key before the taker swapped it). */
+static EBB_NOINLINE void free_other(uintptr_t key, void *p, page_t *pg) {
   arena_t *a = (arena_t *)(key & ~(uintptr_t)1);
   chunk_t *c = chunk_of(p); /* computed here, off the fast path */
   if (relaxed_load(c->arena) == a) {
-    if (!arena_cache_own_full(a, pg, p, page_cookie(p))) free_own_slow(a, pg, p); /* a tail call */
-  } else if (relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES) {
-    free_foreign(a, c, pg, p); /* a tail call */
-  } else {
-    free_block(p, "free");
+    bool cached = arena_cache_own_full(a, pg, p, page_cookie(p));
+    free_window_close();
+    if (!cached) free_own_slow(a, pg, p); /* a tail call */
+    return;
   }
+  free_window_close();
+  if (relaxed_load(pg->purged) == 0 && relaxed_load(pg->cls) < NCLASSES)
+    free_foreign(a, c, pg, p); /* a tail call */
+  else
+    free_block(p, "free");
 }
 
 /* free_server's cases off its own path, each a tail call from it: the slot
@@ -277,8 +294,7 @@ static EBB_NOINLINE void free_server_full(uintptr_t key, void *p, page_t *pg, ui
     free_window_close();
     return;
   }
-  free_window_close();
-  free_other(key, p, pg);
+  free_other(key, p, pg); /* ends the window */
 }
 
 /* A server's thread's free (key has bit 0 set): into the thread cache while
@@ -312,7 +328,8 @@ EBB_INLINE void free_server(uintptr_t key, void *p, page_t *pg, uint64_t cookie)
     return;
   }
   /* The window ends before the push, not after it: the cache is the thread's
-   * alone and no taker touches it, so only the key's read needed the window.
+   * alone and no taker touches a server's (arena_reclaim_queues_locked), so
+   * only the key's read needed the window.
    * Its store then leaves ahead of the block's, which wait for the line of a
    * block another core wrote last (larson, 21 interleaved runs each on the
    * Intel Xeon VM: t1 90.1 -> 94.2 Mops/s, t2 45.1 -> 45.8; no instruction more). */
@@ -347,7 +364,7 @@ EBB_INLINE void free_fast(void *p) {
       free_window_open();
       uintptr_t key = __atomic_load_n(&arena_free_key, __ATOMIC_ACQUIRE);
       if (likely(fast_load(pg->fast_owner) == (arena_t *)key)) {
-        free_window_stretch(); /* the heavy debug build's only */
+        window_stretch(); /* the heavy debug build's only */
         if (arena_page_push_emptied(pg, b, cookie))
           arena_free_local_slow_leave((arena_t *)key, pg); /* a tail call; ends the window */
         else
@@ -358,8 +375,7 @@ EBB_INLINE void free_fast(void *p) {
         free_server(key, p, pg, cookie); /* a tail call; ends the window */
         return;
       }
-      free_window_close();
-      free_other(key, p, pg);
+      free_other(key, p, pg); /* ends the window */
       return;
     }
   }

@@ -21,6 +21,7 @@ static atomic_size_t peak_mapped, peak_active, peak_dirty; /* high-water marks, 
 static atomic_size_t peak_live;          /* highest bytes in live blocks seen when sampled */
 static atomic_size_t active_total;       /* sum of arenas' active bytes, for a % cap */
 static _Atomic uint64_t last_global;     /* when the global purge last ran */
+static _Atomic uint64_t last_lend;       /* when a thread last looked for idle threads' memory (lend_idle_arenas) */
 /* The peak of active bytes over at least the last RECENT_PEAK_DECAYS decay
  * times (at most three times that), for the auto cap (decay.h): the peak of
  * the window that began at recent_since, and of the window before it.
@@ -453,6 +454,8 @@ static page_t *take_aligned_span_locked(arena_t *a, unsigned units, unsigned ste
   return c ? take_span_at_locked(a, c, &c->pages[at], units) : NULL;
 }
 
+static bool lend_idle_arenas(arena_t *self);
+
 /* step: the span's first unit at a multiple of it (1: anywhere; aligned blocks, arena_malloc_aligned) */
 static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsigned step) {
   ebb_assert_expensive(chunk_lists_valid(a));
@@ -465,7 +468,7 @@ static page_t *take_span_locked(arena_t *a, unsigned cls, unsigned units, unsign
      * structure with idle time between (bench/turns idle100) each used their
      * own purged units while the previous job's memory sat in the pool, still
      * resident, until decay purged it too. */
-    if (!warm && chunk_pool_warm_bytes() != 0) break;
+    if (!warm && (chunk_pool_warm_bytes() != 0 || (lend_idle_arenas(a) && chunk_pool_warm_bytes() != 0))) break;
     if (step > 1) {
       page_t *pg = take_aligned_span_locked(a, units, step, warm);
       if (pg) return pg;
@@ -959,6 +962,21 @@ static uint32_t tcache_held(arena_t *a, unsigned c) {
   return cap > 1 && room <= cap ? cap - room : 0;
 }
 
+/* Pushes the run of pg's blocks that starts at b (a thread cache's list, each
+ * block carrying its cookie) onto pg's remote list with one compare-and-swap;
+ * returns the block after the run. */
+static block_t *push_remote_from(arena_t *owner, page_t *pg, block_t *b) {
+  block_t *last = b, *next = block_next(b);
+  uint32_t n = 1;
+  while (next && chunk_page_of(chunk_of(next), next) == pg) {
+    last = next;
+    next = block_next(next);
+    n++;
+  }
+  push_remote_run(owner, pg, b, last, n);
+  return next;
+}
+
 /* Sends all but the newest `keep` blocks of class cls's thread cache home:
  * this arena's to their pages' lists (the local free's bookkeeping, slow cases
  * included), other arenas' onto their pages' remote lists, one CAS for each
@@ -993,17 +1011,10 @@ static void tcache_flush(arena_t *a, unsigned cls, uint32_t keep) {
     arena_t *owner = relaxed_load(c->arena);
     if (owner == a) {
       arena_return_local(a, pg, b);
-    } else { /* the run of pg's blocks that starts here, already linked */
-      block_t *last = b;
-      uint32_t n = 1;
-      while (next && chunk_page_of(chunk_of(next), next) == pg) {
-        last = next;
-        next = block_next(next);
-        n++;
-      }
-      push_remote_run(owner, pg, b, last, n);
+      b = next;
+    } else {
+      b = push_remote_from(owner, pg, b);
     }
-    b = next;
   }
 }
 
@@ -1086,14 +1097,16 @@ static size_t purge_oldest_locked(arena_t *a, size_t need) {
  * that take turns at building and tearing down a structure each mapped
  * afresh, and the dirty cap purged the idle one's copy, oldest first, just
  * before its next turn (found by a probe: 2 threads taking turns at 400 MB of
- * small blocks, 41,000 faults a turn; mimalloc 140). Caller holds a->lock. */
-static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, bool keep_reserve) {
+ * small blocks, 41,000 faults a turn; mimalloc 140). purge false: only the
+ * empty chunks go (lend_idle_arenas, which is no decay pass). Caller holds
+ * a->lock. */
+static size_t arena_decay_units_locked(arena_t *a, uint64_t now, bool force, bool keep_reserve, bool purge) {
   uint64_t cutoff = force ? UINT64_MAX : (now >= (uint64_t)opt.decay_ms ? now - (uint64_t)opt.decay_ms : 0);
   size_t bytes = 0;
   bool reserve_kept = !keep_reserve;
   for (chunk_t *c = a->chunks, *next; c; c = next) {
     next = c->next;
-    bytes += chunk_purge(c, cutoff, SIZE_MAX, opt.purge);
+    if (purge) bytes += chunk_purge(c, cutoff, SIZE_MAX, opt.purge);
     if (c->free_units != CHUNK_ALL_FREE) continue;
     if (!reserve_kept) {
       reserve_kept = true;
@@ -1250,7 +1263,7 @@ size_t arena_decay(arena_t *a, uint64_t now, bool exclusive, bool force, unsigne
   spin_lock(&a->lock);
   if (exclusive) one_spare_decay_locked(a, now, force);
   int st = atomic_load_explicit(&a->state, memory_order_relaxed);
-  bytes += arena_decay_units_locked(a, now, force, st == ARENA_OWNED || st == ARENA_FIRST_CLASS);
+  bytes += arena_decay_units_locked(a, now, force, st == ARENA_OWNED || st == ARENA_FIRST_CLASS, true);
   spin_unlock(&a->lock);
   a->last_decay = now;
   return bytes;
@@ -1315,6 +1328,55 @@ static size_t arena_reclaim_locked(arena_t *a, uint64_t since) {
   return purged;
 }
 
+/* The second step of the handshake below, for the current pages and the
+ * thread cache, which malloc's fast path pops from with no busy of its own:
+ * every source slot of a (what malloc pops from) becomes an empty list, every
+ * thread is fenced again, and the owner's pop window (pop_window_open) is
+ * read (a->popping). 0: any pop of the owner's from here on reads an empty list and goes
+ * to its slow path, which raises busy and waits while `reclaiming` is set
+ * (malloc_slower), so the taker has the lists to itself until
+ * arena_give_sources. 1: the sources go back as they were (no one else wrote
+ * them meanwhile: the owner's other paths are held off by the first step),
+ * and only the queue pages are taken. Caller holds a->lock, and the first
+ * step found busy and freeing 0. */
+static bool arena_take_sources(arena_t *a) {
+  freelist_t *saved[NSRC];
+  for (unsigned s = 0; s < NSRC; s++) {
+    saved[s] = relaxed_load(a->src[s]);
+    relaxed_store(a->src[s], &page_empty.fl);
+  }
+  if (os_fence_threads() && __atomic_load_n(&a->popping, __ATOMIC_ACQUIRE) == 0) return true;
+  for (unsigned s = 0; s < NSRC; s++) __atomic_store_n(&a->src[s], saved[s], __ATOMIC_RELEASE);
+  return false;
+}
+
+/* Each class's source again once the taker is done: the cache's list if it
+ * holds blocks, else the current page's (page_empty's where the class has
+ * none now); release, so a pop that reads it sees the lists as left. */
+static void arena_give_sources(arena_t *a) {
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    freelist_t *fl = a->tc[c].fl.free ? &a->tc[c].fl : &a->tc[c].direct->fl;
+    for (unsigned s = class_src_lo[c], e = s + class_src_n[c]; s < e; s++)
+      __atomic_store_n(&a->src[s], fl, __ATOMIC_RELEASE);
+  }
+}
+
+/* A taker's flush of an idle owner's whole thread cache: every block, the
+ * owner's own too, onto its page's remote list, a run of one page's blocks at
+ * a time, as another thread's free would send it (the owner's local free path
+ * takes the arena's lock, which the taker holds). The taker then collects
+ * the queue pages' lists, and the full pages come back on remote_pages. */
+static void tcache_send_home(arena_t *a) {
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    tcache_t *tc = &a->tc[c];
+    block_t *b = tc->fl.free;
+    if (!b) continue;
+    tc->fl.free = NULL;
+    relaxed_store(tc->fl.used, a->tc_cap[c]);
+    while (b) b = push_remote_from(relaxed_load(chunk_of(b)->arena), chunk_page_of(chunk_of(b), b), b);
+  }
+}
+
 /* Takes back the free memory of an idle owner's queue pages (found measuring
  * rptest's pauses, then bench/floor's case alive-own: a thread that frees most
  * of what it built itself and then blocks kept all of it resident, 167.7 MiB
@@ -1356,18 +1418,25 @@ static size_t arena_reclaim_queues_locked(arena_t *a, uint64_t now, uint64_t sin
       __atomic_load_n(&ot->freeing, __ATOMIC_ACQUIRE) == 0) {
     atomic_store_explicit(&a->xfree_news, 0, memory_order_relaxed); /* each page below is watched again */
     a->reclaim_pass = now;
+    /* a server's thread pushes into its cache after its window (free_server):
+     * its cache and current pages stay, as before */
+    bool whole = !a->tc_server && arena_take_sources(a);
+    if (whole) tcache_send_home(a);
     unsigned budget = pages;
     for (unsigned c = 0; c < NCLASSES && budget; c++)
       for (page_t *pg = a->queues[c].first, *next; pg && budget; pg = next) {
         next = pg->next;
-        if (a->tc[c].direct == pg) continue;
+        bool direct = a->tc[c].direct == pg;
+        if (direct && !whole) continue;
         uint32_t got = page_collect(pg);
         if (pg->used == 0 && !pg->remote_pending) {
-          queue_remove(a, pg);
+          queue_remove(a, pg); /* a current page: the class has none now */
           page_give_back_locked(a, pg, since);
+          if (direct && a->held_cls == c) a->held_cls = NCLASSES;
           budget--;
           continue;
         }
+        if (direct) continue; /* in use: its granules are its owner's decay pass's */
         if (got || !pg->settled || pg->purge_used != pg->used) {
           purged += page_purge_settled(a, pg);
           budget--;
@@ -1382,12 +1451,100 @@ static size_t arena_reclaim_queues_locked(arena_t *a, uint64_t now, uint64_t sin
         ebb_assert_expensive(page_is_valid(pg));
       }
     done = budget > 0;
+    if (whole) {
+      /* the cache's blocks of full pages went onto those pages' remote
+       * lists, and the pages onto remote_pages */
+      if (atomic_load_explicit(&a->remote_pages, memory_order_relaxed)) purged += arena_reclaim_locked(a, since);
+      arena_give_sources(a);
+    }
   }
   uintptr_t swapped = (uintptr_t)&arena_none;
   __atomic_compare_exchange_n(keyp, &swapped, key, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
   __atomic_store_n(&a->reclaiming, 0, __ATOMIC_RELEASE);
-  if (done) a->reclaimed_at = relaxed_load(a->now);
+  if (done) relaxed_store(a->reclaimed_at, relaxed_load(a->now));
   return purged;
+}
+
+/* An exited thread's arena (claimed: PURGING) for lend_idle_arenas: its empty
+ * pages, current ones too, back to their chunks, dirty since the thread's last
+ * tick, and its empty chunks to the pool, nothing purged. Its decay pass
+ * (global_purge) keeps an empty current page until the decay time, and the
+ * chunk it sits in with it; a thread that lent its own memory away before
+ * this one exited faulted afresh in the meantime. Once per abandoned spell
+ * (its clock stays where its thread left it). Returns whether a chunk went.
+ * The caller holds another arena's lock, so this one is only tried. */
+static bool arena_lend_abandoned(arena_t *a) {
+  uint64_t since = relaxed_load(a->now);
+  if (!spin_trylock(&a->lock)) return false; /* the caller holds its own arena's lock */
+  if (relaxed_load(a->reclaimed_at) == since) { /* lent since it was abandoned: its decay pass does the rest */
+    spin_unlock(&a->lock);
+    return false;
+  }
+  relaxed_store(a->reclaimed_at, since);
+  arena_drain_remote(a);
+  for (unsigned c = 0; c < NCLASSES; c++)
+    for (page_t *pg = a->queues[c].first, *next; pg; pg = next) {
+      next = pg->next;
+      page_collect(pg);
+      if (pg->used == 0 && !pg->remote_pending) {
+        queue_remove(a, pg);
+        page_give_back_locked(a, pg, since);
+      }
+    }
+  one_spare_give_back_locked(a, false, since);
+  size_t mapped = atomic_load_explicit(&a->mapped, memory_order_relaxed);
+  arena_decay_units_locked(a, os_now_ms(), false, false, false);
+  bool went = atomic_load_explicit(&a->mapped, memory_order_relaxed) != mapped;
+  spin_unlock(&a->lock);
+  return went;
+}
+
+/* Before a thread faults memory in (its own purged units, or a new chunk):
+ * the memory of threads idle for a quarter of the decay time (62 ms by
+ * default) goes to the pool, still resident, for this one to take warm: their
+ * queue pages, current pages and thread caches (arena_reclaim_queues_locked),
+ * kept page and empty chunks, as the idle pass at the decay time would take
+ * them. A pool of threads that take turns at jobs, each idle longer than the
+ * decay time between its own turns, faulted every job's memory in afresh
+ * while the last job's thread sat on its copy, pinned by one empty current
+ * page and one cached block a class (bench/turns idle100: 7788 faults a job,
+ * tcmalloc 214, whose freed blocks go to lists all threads share). At most
+ * once per GLOBAL_CHECK_MS over all threads, and an arena once per idle
+ * spell; never the caller's own (self: whose lock it holds) nor its thread's.
+ * Exited threads' arenas the same, at once (arena_lend_abandoned). Returns
+ * whether it took anything. */
+static bool lend_idle_arenas(arena_t *self) {
+  if (opt.decay_ms == 0) return false; /* freed memory goes back at once: nothing warm to lend */
+  uint64_t now = os_now_ms(), last = atomic_load_explicit(&last_lend, memory_order_relaxed);
+  if (now - last < GLOBAL_CHECK_MS ||
+      !atomic_compare_exchange_strong_explicit(&last_lend, &last, now, memory_order_relaxed, memory_order_relaxed))
+    return false;
+  uint64_t idle_ms = decay_look_interval((uint64_t)opt.decay_ms);
+  bool took = false;
+  for (arena_t *a = atomic_load_explicit(&arenas_all, memory_order_acquire); a; a = a->all_next) {
+    if (a == self || a == arena_tls) continue;
+    int st = atomic_load_explicit(&a->state, memory_order_relaxed);
+    if (st == ARENA_ABANDONED) {
+      if (relaxed_load(a->reclaimed_at) != relaxed_load(a->now) &&
+          atomic_compare_exchange_strong(&a->state, &st, ARENA_PURGING)) {
+        took |= arena_lend_abandoned(a);
+        atomic_store(&a->state, ARENA_ABANDONED);
+      }
+      continue;
+    }
+    if (st != ARENA_OWNED) continue;
+    uint64_t active = relaxed_load(a->now);
+    if (!decay_expired(active, now, idle_ms) || relaxed_load(a->reclaimed_at) == active || !spin_trylock(&a->lock))
+      continue; /* at work, taken already this spell, or busy */
+    if (atomic_load_explicit(&a->state, memory_order_relaxed) == ARENA_OWNED && a->reclaimed_at != active) {
+      arena_reclaim_queues_locked(a, now, active, BACKGROUND_PASS_PAGES);
+      one_spare_give_back_locked(a, false, active);
+      arena_decay_units_locked(a, now, false, false, false); /* its reserve chunk too */
+      took = true;
+    }
+    spin_unlock(&a->lock);
+  }
+  return took;
 }
 
 /* Purges every arena: abandoned ones wholly (their pages too), live ones
@@ -1439,7 +1596,7 @@ static size_t global_purge(uint64_t now, arena_t *self, bool force, unsigned pag
         bytes += arena_reclaim_queues_locked(a, now, force ? now : active, force ? UINT32_MAX : pages);
       if ((st == ARENA_OWNED && idle && a != arena_tls) || st == ARENA_ORPHANED)
         one_spare_give_back_locked(a, false, force ? now : active); /* the owner's kept page (one_spare_keep) */
-      bytes += arena_decay_units_locked(a, now, force, true);
+      bytes += arena_decay_units_locked(a, now, force, true, true);
       spin_unlock(&a->lock);
     }
   }

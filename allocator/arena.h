@@ -47,6 +47,12 @@ typedef struct arena {
    * a class's slots always equal; read with arena_src, written with
    * arena_set_src). First, so malloc indexes it with no offset. */
   freelist_t *src[NSRC];
+  /* 1 inside its owner's pop window (pop_window_open, below). Here, not in
+   * owner_tls: the pop has the arena in a register, where owner_tls's offset
+   * is one more load in libebb.so (69.2 instead of 68.2 instructions a pair
+   * on bench/loop). arena_none's is written by every thread's first malloc
+   * and read by no taker. */
+  uint32_t popping;
   /* What ebb_arena_* ask of a handle (alloc.c), on the struct's first page:
    * a handle to one page of other memory is then read inside that page. */
   atomic_int state;               /* enum arena_state */
@@ -105,7 +111,7 @@ typedef struct arena {
    * a taker is at work. */
   struct owner_tls *owner;
   uint8_t reclaiming;
-  uint64_t reclaimed_at; /* the owner's clock (a->now) when a taker last went over its queues */
+  uint64_t reclaimed_at; /* the owner's clock (a->now) when a taker last went over its queues (written under the lock, read without by lend_idle_arenas) */
   uint64_t reclaim_pass; /* the taker's clock then (ms) */
   /* Frees for an idle owner since a taker went over its queues, which only
    * a taker collects: set by the first remote free into a page the taker
@@ -184,12 +190,31 @@ EBB_INLINE void free_window_close(void) {
   __asm__ volatile("" ::: "memory");
   free_window_set(0);
 }
-/* The heavy debug build stretches one window in 64 by about a microsecond, as
- * a preemption inside it would, so that the stress tests (test_reclaim's race
- * of the owner's own frees with forced reclaims) can see a taker that does not
- * wait for it: the window is otherwise a few instructions, and a taker's
- * membarrier outlasts it. Nothing in the release build. */
-EBB_INLINE void free_window_stretch(void) {
+/* malloc's pops (malloc_fast, malloc_slow: arena_pop_src, outside busy)
+ * mark their window the same way in a->popping, from before they read the
+ * class's source list to after the pop: a taker swaps the sources of an idle
+ * owner for an empty list, fences, and takes the current pages and the
+ * thread cache only if this reads 0 (arena_take_sources). */
+#ifdef EBB_TSAN
+#define pop_window_set(a, v) __atomic_store_n(&(a)->popping, (uint32_t)(v), __ATOMIC_SEQ_CST)
+#else
+#define pop_window_set(a, v) (*(volatile uint32_t *)&(a)->popping = (uint32_t)(v))
+#endif
+EBB_INLINE void pop_window_open(arena_t *a) {
+  pop_window_set(a, 1);
+  __asm__ volatile("" ::: "memory");
+}
+EBB_INLINE void pop_window_close(arena_t *a) {
+  __asm__ volatile("" ::: "memory");
+  pop_window_set(a, 0);
+}
+/* The heavy debug build stretches one window in 64 (free's or malloc's) by
+ * about a microsecond, as a preemption inside it would, so that the stress
+ * tests (test_reclaim's race of the owner's own mallocs and frees with forced
+ * reclaims) can see a taker that does not wait for it: the window is
+ * otherwise a few instructions, and a taker's membarrier outlasts it. Nothing
+ * in the release build. */
+EBB_INLINE void window_stretch(void) {
   if (EBB_DEBUG < 2) return;
   static __thread unsigned n;
   if (++n % 64 != 0) return;
@@ -203,11 +228,11 @@ EBB_INLINE void owner_enter(arena_t *a) {
 }
 EBB_INLINE void owner_leave(void) { owner_busy_dec(); }
 /* What class c's mallocs pop from, and setting it (every slot of the class). */
-EBB_INLINE freelist_t *arena_src(const arena_t *a, unsigned c) { return a->src[class_src_lo[c]]; }
+EBB_INLINE freelist_t *arena_src(const arena_t *a, unsigned c) { return relaxed_load(a->src[class_src_lo[c]]); }
 EBB_INLINE void arena_set_src(arena_t *a, unsigned c, freelist_t *fl) {
   unsigned s = class_src_lo[c], n = class_src_n[c];
   ebb_assert(n >= 1 && n <= 4);
-  for (unsigned i = 0; i < n; i++) a->src[s + i] = fl;
+  for (unsigned i = 0; i < n; i++) relaxed_store(a->src[s + i], fl);
 }
 /* tc[c].direct = pg, and src too unless the thread cache is the source. */
 EBB_INLINE void arena_set_direct(arena_t *a, unsigned c, page_t *pg) {
@@ -305,7 +330,9 @@ void *arena_pop_empty(arena_t *a, unsigned c);
  * while it holds blocks, else the current page's first; NULL when that list
  * is empty (the caller then runs arena_pop_empty). */
 EBB_INLINE void *arena_pop_src(arena_t *a, unsigned s) {
-  freelist_t *fl = a->src[s];
+  /* acquire: a taker's last stores to the lists come before the sources it
+   * puts back (arena_take_sources); a plain load on x86 */
+  freelist_t *fl = __atomic_load_n(&a->src[s], __ATOMIC_ACQUIRE);
   block_t *b = fl->free;
   if (unlikely(b == NULL)) return NULL;
   track_open(b, sizeof *b);

@@ -1067,6 +1067,74 @@ static int mode_reshrink(void) {
 
 /* ---------------------------------------------------------------- main */
 
+/* ---------------------------------------------------------------- threads taking turns */
+
+#define TURNS 5
+#define TURN_MIB 32
+#define TURN_IDLE_MS 400 /* run with EBB_DECAY_MS=1000: past a quarter of it, short of all of it */
+#define TURN_MAX (TURN_MIB * MiB / 16)
+
+static pthread_mutex_t turn_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t turn_cond = PTHREAD_COND_INITIALIZER;
+static int turn_now = -1, turn_finished = -1;
+static long turn_faults[TURNS];
+static void **turn_ptrs;
+
+/* Thread id takes turns id, id + 2, ...: each builds TURN_MIB of 16-1016 B
+ * blocks, every byte written, and frees them all; between its turns it
+ * blocks. The faults of a turn are the process's: the other threads block. */
+static void *turn_worker(void *arg) {
+  int id = (int)(intptr_t)arg;
+  uint64_t seed = 0x1234567u + (uint64_t)id;
+  for (int turn = id; turn < TURNS; turn += 2) {
+    pthread_mutex_lock(&turn_lock);
+    while (turn_now != turn) pthread_cond_wait(&turn_cond, &turn_lock);
+    pthread_mutex_unlock(&turn_lock);
+    long f0 = minflt();
+    size_t n = 0, total = 0;
+    while (total < TURN_MIB * MiB && n < TURN_MAX) {
+      size_t size = rnd_in(&seed, 16, 1016);
+      void *p = malloc(size);
+      if (!p) break;
+      touch(p, size, turn + 1);
+      turn_ptrs[n++] = p;
+      total += size;
+    }
+    for (size_t i = 0; i < n; i++) free(turn_ptrs[i]);
+    turn_faults[turn] = minflt() - f0;
+    pthread_mutex_lock(&turn_lock);
+    turn_finished = turn;
+    pthread_cond_broadcast(&turn_cond);
+    pthread_mutex_unlock(&turn_lock);
+  }
+  return NULL;
+}
+
+/* Two threads take turns at a structure, each idle for two gaps between its
+ * own turns (bench/turns, smaller). Prints the faults of the first turn and
+ * the most of any later one, against the pages a turn writes. */
+static int mode_turns(void) {
+  turn_ptrs = xmap(TURN_MAX * sizeof(void *));
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    if (pthread_create(&t[i], NULL, turn_worker, (void *)(intptr_t)i)) return printf("error: pthread_create\n"), 2;
+  for (int turn = 0; turn < TURNS; turn++) {
+    pthread_mutex_lock(&turn_lock);
+    turn_now = turn;
+    pthread_cond_broadcast(&turn_cond);
+    while (turn_finished != turn) pthread_cond_wait(&turn_cond, &turn_lock);
+    pthread_mutex_unlock(&turn_lock);
+    sleep_ms(TURN_IDLE_MS);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  long later = 0;
+  for (int turn = 1; turn < TURNS; turn++)
+    if (turn_faults[turn] > later) later = turn_faults[turn];
+  printf("ebb=%d pages=%zu first_faults=%ld later_faults=%ld\n", on_ebb(), TURN_MIB * MiB / 4096, turn_faults[0],
+         later);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   find_ebb();
   if (argc >= 2 && strcmp(argv[1], "churn") == 0) return mode_churn(argc >= 3 ? (unsigned)atoi(argv[2]) : 0);
@@ -1086,8 +1154,9 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "calloc") == 0) return mode_calloc(argc >= 3 && strcmp(argv[2], "locked") == 0);
   if (argc >= 2 && strcmp(argv[1], "rebuild") == 0) return mode_rebuild();
   if (argc >= 2 && strcmp(argv[1], "aligned_threads") == 0) return mode_aligned_threads();
+  if (argc >= 2 && strcmp(argv[1], "turns") == 0) return mode_turns();
   fprintf(stderr,
           "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay|busy] | large | trim_count | sparse | large_only | fork | small | idle_owner | idle_self | "
-          "idle_late | calloc [locked] | rebuild | aligned_threads\n");
+          "idle_late | calloc [locked] | rebuild | aligned_threads | turns\n");
   return 2;
 }

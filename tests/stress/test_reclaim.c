@@ -146,6 +146,54 @@ Test(reclaim, an_idle_owners_own_frees_are_taken_back, .timeout = 60) {
   cr_assert_eq(pthread_join(t, NULL), 0);
 }
 
+/* ---------------------------------------------------------------- an owner that freed everything */
+
+static pthread_barrier_t empty_freed, empty_release;
+
+/* Builds 16 MiB of 16-1016 B blocks (every small class's pages filled),
+ * frees all of it itself in the order it built them, blocks; once released,
+ * builds and frees again on whatever it has left. */
+static void *empty_owner(void *arg) {
+  (void)arg;
+  rng_t r = rng_seed(7100);
+  for (size_t i = 0; i < IDLE_BLOCKS; i++) idle_blocks[i] = blk_new(16 + rng_below(&r, 1001), i + 1, "empty owner");
+  for (size_t i = 0; i < IDLE_BLOCKS; i++) blk_free(&idle_blocks[i], "empty owner's own");
+  pthread_barrier_wait(&empty_freed);
+  pthread_barrier_wait(&empty_release); /* blocked: no allocator call */
+  for (size_t i = 0; i < IDLE_BLOCKS; i++) idle_blocks[i] = blk_new(16 + rng_below(&r, 1001), i + 1, "after the trim");
+  for (size_t i = 0; i < IDLE_BLOCKS; i++) blk_free(&idle_blocks[i], "after the trim");
+  return NULL;
+}
+
+/* A thread that frees everything it built itself keeps, as long as it runs,
+ * each class's current page (empty, for its next malloc) and the page of the
+ * block its thread cache kept: about 2-4 MiB of pages, which also pin the
+ * chunks they sit in. Once it idles, another thread takes those too
+ * (arena_take_sources: a second fence, with malloc's pop window); ebb_trim
+ * does it at once. Before, they stayed the idle thread's for as long as it
+ * lived (bench/turns idle100: the next job's thread faulted its memory in
+ * afresh). The owner then allocates again from an arena with no pages. */
+Test(reclaim, an_idle_owners_current_pages_and_cache_go_back, .timeout = 60) {
+  cr_assert_eq(pthread_barrier_init(&empty_freed, NULL, 2), 0);
+  cr_assert_eq(pthread_barrier_init(&empty_release, NULL, 2), 0);
+  /* the process's other pages (Criterion's, on ebb here) are counted from before */
+  struct ebb_stats before, freed, trimmed;
+  ebb_stats(&before);
+  pthread_t t;
+  cr_assert_eq(owner_create(&t, empty_owner), 0);
+  pthread_barrier_wait(&empty_freed);
+  ebb_stats(&freed);
+  ebb_trim();
+  ebb_stats(&trimmed);
+  cr_log_info("owner freed everything: active %.0f KiB before it, %.0f KiB after, %.0f KiB after ebb_trim",
+              before.active / 1024.0, freed.active / 1024.0, trimmed.active / 1024.0);
+  cr_assert_leq(trimmed.active, before.active + ((size_t)256 << 10),
+                "%zu bytes of pages more than before the owner started stayed after ebb_trim",
+                trimmed.active - before.active);
+  pthread_barrier_wait(&empty_release);
+  cr_assert_eq(pthread_join(t, NULL), 0);
+}
+
 /* ---------------------------------------------------------------- an owner at work */
 
 #define RC_ROUNDS 40 /* release; stress_n scales it down for the debug build */
