@@ -1487,6 +1487,7 @@ static bool arena_lend_abandoned(arena_t *a) {
       next = pg->next;
       page_collect(pg);
       if (pg->used == 0 && !pg->remote_pending) {
+        if (a->held_cls == c && a->tc[c].direct == pg) a->held_cls = NCLASSES;
         queue_remove(a, pg);
         page_give_back_locked(a, pg, since);
       }
