@@ -138,7 +138,7 @@ static void huge_free(huge_t *h) {
    * blocks freed, then a 4 MiB malloc/free loop, single-threaded with no
    * background thread: 228 MB dirty for as long as the loop ran) */
   arena_t *a = arena_tls;
-  if (a != &arena_none && --a->tick < 0) arena_tick(a);
+  if (a != &arena_none && tick_due(a)) arena_tick(a);
 }
 
 /* ------------------------------------------------------------ malloc / free */
@@ -284,7 +284,7 @@ static EBB_NOINLINE void free_other(uintptr_t key, void *p, page_t *pg) {
  * event is counted), or full. */
 static EBB_NOINLINE void free_server_was_empty(arena_t *a, size_t off) {
   arena_set_src(a, TC_OF(off), &((tcache_t *)((char *)a->tc + off))->fl);
-  if (unlikely(--a->tick < 0)) arena_tick(a);
+  if (unlikely(tick_due(a))) arena_tick(a);
 }
 
 static EBB_NOINLINE void free_server_full(uintptr_t key, void *p, page_t *pg, uint64_t cookie) {

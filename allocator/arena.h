@@ -112,6 +112,10 @@ typedef struct arena {
   struct owner_tls *owner;
   uint8_t reclaiming;
   uint64_t reclaimed_at; /* the owner's clock (a->now) when a taker last went over its queues (written under the lock, read without by lend_idle_arenas) */
+  /* What a pass last saw of the owner's clock and event count, and when
+   * (owner_idle_for); under the lock. */
+  uint64_t seen_now, seen_at;
+  int32_t seen_tick;
   uint64_t reclaim_pass; /* the taker's clock then (ms) */
   /* Frees for an idle owner since a taker went over its queues, which only
    * a taker collects: set by the first remote free into a page the taker
@@ -291,6 +295,14 @@ void arena_free_remote(arena_t *owner, page_t *pg, block_t *b);
  * pg's tc_off is TC_NONE's, or its blocks are too big for the cache. */
 bool arena_free_cached(arena_t *a, page_t *pg, block_t *b);
 void arena_tick(arena_t *a);
+/* A slow-path event of the owner's: true when its clock is due (then
+ * arena_tick). Relaxed (plain on x86): passes read the count to tell an owner
+ * at work from an idle one (owner_idle_for). */
+EBB_INLINE bool tick_due(arena_t *a) {
+  int32_t t = relaxed_load(a->tick) - 1;
+  relaxed_store(a->tick, t);
+  return t < 0;
+}
 /* Purges what has decayed everywhere (force: everything). Returns bytes. */
 size_t arena_purge_all(bool force);
 void arena_stats_sum(size_t *mapped, size_t *active, size_t *dirty, size_t *purged, size_t *allocated,
@@ -412,7 +424,7 @@ EBB_INLINE bool arena_cache_own_full(arena_t *a, page_t *pg, block_t *b, uint64_
   tcache_t *tc = (tcache_t *)((char *)a->tc + off);
   if (tc->fl.free != NULL || relaxed_load(tc->fl.used) <= 1 || !relaxed_load(pg->full)) return false;
   tcache_push(a, TC_OF(off), tc, b, cookie);
-  if (unlikely(--a->tick < 0)) arena_tick(a);
+  if (unlikely(tick_due(a))) arena_tick(a);
   return true;
 }
 

@@ -1135,6 +1135,61 @@ static int mode_turns(void) {
   return 0;
 }
 
+/* ---------------------------------------------------------------- periodic threads */
+
+#define BEAT_THREADS 8
+#define BEAT_WAKES 20
+#define BEAT_WARM 5 /* wakes not counted */
+#define BEAT_BLOCKS 50
+#define BEAT_MS 100 /* between a quarter of the default decay time and all of it */
+
+static long beat_faults[BEAT_THREADS];
+
+static long thread_minflt(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_THREAD, &ru);
+  return ru.ru_minflt;
+}
+
+/* Wakes every BEAT_MS: BEAT_BLOCKS blocks of 16-1024 B, written, then freed,
+ * and sleeps; counts its own faults after the warm-up. */
+static void *beat_worker(void *arg) {
+  int id = (int)(intptr_t)arg;
+  uint64_t seed = 0x51ed27u + (uint64_t)id;
+  void *blocks[BEAT_BLOCKS];
+  for (int wake = 0; wake < BEAT_WAKES; wake++) {
+    long f0 = thread_minflt();
+    for (int i = 0; i < BEAT_BLOCKS; i++) {
+      size_t size = rnd_in(&seed, 16, 1024);
+      blocks[i] = malloc(size);
+      if (!blocks[i]) return (void *)1;
+      touch(blocks[i], size, wake + 1);
+    }
+    for (int i = 0; i < BEAT_BLOCKS; i++) free(blocks[i]);
+    if (wake >= BEAT_WARM) beat_faults[id] += thread_minflt() - f0;
+    sleep_ms(BEAT_MS);
+  }
+  return NULL;
+}
+
+/* Threads that wake now and then to make and free a few blocks each: idle
+ * longer than a quarter of the decay time at a stretch, they keep their
+ * current pages, and a wake faults nothing in again. Prints faults a wake. */
+static int mode_periodic(void) {
+  pthread_t t[BEAT_THREADS];
+  for (int i = 0; i < BEAT_THREADS; i++)
+    if (pthread_create(&t[i], NULL, beat_worker, (void *)(intptr_t)i)) return printf("error: pthread_create\n"), 2;
+  long faults = 0;
+  for (int i = 0; i < BEAT_THREADS; i++) {
+    void *r;
+    pthread_join(t[i], &r);
+    if (r) return printf("error: malloc\n"), 2;
+    faults += beat_faults[i];
+  }
+  printf("ebb=%d faults_per_wake=%.2f\n", on_ebb(), (double)faults / (BEAT_THREADS * (BEAT_WAKES - BEAT_WARM)));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   find_ebb();
   if (argc >= 2 && strcmp(argv[1], "churn") == 0) return mode_churn(argc >= 3 ? (unsigned)atoi(argv[2]) : 0);
@@ -1155,8 +1210,9 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "rebuild") == 0) return mode_rebuild();
   if (argc >= 2 && strcmp(argv[1], "aligned_threads") == 0) return mode_aligned_threads();
   if (argc >= 2 && strcmp(argv[1], "turns") == 0) return mode_turns();
+  if (argc >= 2 && strcmp(argv[1], "periodic") == 0) return mode_periodic();
   fprintf(stderr,
           "usage: rss_probe churn GAP_MS | handoff ACTIVITY [stay|busy] | large | trim_count | sparse | large_only | fork | small | idle_owner | idle_self | "
-          "idle_late | calloc [locked] | rebuild | aligned_threads | turns\n");
+          "idle_late | calloc [locked] | rebuild | aligned_threads | turns | periodic\n");
   return 2;
 }
