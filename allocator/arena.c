@@ -1397,7 +1397,8 @@ static void tcache_send_home(arena_t *a) {
  * waits for the lock this holds. So with busy and freeing 0 after the fence
  * the taker has the queue pages to itself until it restores the key and
  * clears `reclaiming`. The malloc fast path pops only from the current page
- * and the thread cache, which this leaves alone. Without the fence (an old kernel, a seccomp
+ * and the thread cache, which only the second step (arena_take_sources, its
+ * own fence with malloc's pop window) lets this take. Without the fence (an old kernel, a seccomp
  * filter) nothing is taken.
  *   On each queue page but the current ones: remote frees are collected; a
  * page with no live block goes back to its chunk, dirty since `since`; one

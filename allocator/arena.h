@@ -154,7 +154,7 @@ EBB_INLINE void arena_sync_free_key(void) {
  * pages while it is idle (arena_reclaim_queues_locked, which says why this is
  * enough). Every call that may touch the thread's own pages other than
  * through the malloc fast path (which pops only from the current page and
- * the thread cache, never taken) raises busy first, and the calls that are
+ * the thread cache, inside its pop window, below) raises busy first, and the calls that are
  * not free's page push (free_fast) then wait while a taker is at work.
  * Plain adds in the release build (the taker's fence orders them); atomic
  * ones in the TSan build, where the release of the last decrement is what
