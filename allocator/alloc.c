@@ -151,12 +151,17 @@ static EBB_NOINLINE void *malloc_slower(size_t size) {
   arena_t *a = arena_tls;
   bool first = a == &arena_none;
   if (first && !(a = thread_arena())) return fail_nomem();
-  /* Under busy: these read and move the class's sources, which a taker of an
-   * idle owner's current pages swaps (arena_take_sources). */
+  /* The pop from the class's source failed (malloc_fast, malloc_slow): the
+   * page's next block, or its list when the cache was the source, under busy
+   * (it reads and moves the sources, which a taker of an idle owner's current
+   * pages swaps: arena_take_sources); else the arena's slow path, which
+   * enters itself. Before, the slow path came through arena_malloc, whose pop
+   * failed again. */
+  unsigned c = size_class(size);
   owner_enter(a);
-  void *p = size <= 1024 ? arena_pop_empty(a, class_small[(size + 15) >> 4]) : NULL;
-  if (!p) p = arena_malloc(a, size);
+  void *p = arena_pop_empty(a, c);
   owner_leave();
+  if (!p) p = arena_malloc_slow(a, c, size);
   if (first) thread_arena_done(a);
   return p ? p : fail_nomem();
 }

@@ -1549,14 +1549,16 @@ static bool owner_idle_for(arena_t *a, uint64_t now, uint64_t ms) {
 static bool lend_idle_arenas(arena_t *self) {
   /* at EBB_DECAY_MS=0 freed memory goes back at once, and under a cap with
    * no room for a chunk what is lent would be purged at once too */
-  if (opt.decay_ms == 0 || dirty_all() + CHUNK_SIZE > dirty_limit()) return false;
+  arena_t *first = atomic_load_explicit(&arenas_all, memory_order_acquire);
+  if (opt.decay_ms == 0 || (first == self && !first->all_next)) return false; /* no other thread's arena */
   uint64_t now = os_now_ms(), last = atomic_load_explicit(&last_lend, memory_order_relaxed);
   if (now - last < GLOBAL_CHECK_MS ||
-      !atomic_compare_exchange_strong_explicit(&last_lend, &last, now, memory_order_relaxed, memory_order_relaxed))
+      !atomic_compare_exchange_strong_explicit(&last_lend, &last, now, memory_order_relaxed, memory_order_relaxed) ||
+      dirty_all() + CHUNK_SIZE > dirty_limit())
     return false;
   uint64_t idle_ms = decay_look_interval((uint64_t)opt.decay_ms);
   bool took = false;
-  for (arena_t *a = atomic_load_explicit(&arenas_all, memory_order_acquire); a; a = a->all_next) {
+  for (arena_t *a = first; a; a = a->all_next) {
     if (a == self || a == arena_tls || atomic_load_explicit(&a->dirty, memory_order_relaxed) < LEND_MIN_DIRTY)
       continue;
     int st = atomic_load_explicit(&a->state, memory_order_relaxed);
